@@ -1,0 +1,103 @@
+"""GRAVITY's error tree, split by whose fault an error is.
+
+::
+
+    GravityError                      root: nothing else escapes the library
+    ├── ConfigurationError            the caller: bad argument, missing optional dependency
+    │   └── MissingDependencyError    an extra is not installed (message names the pip command)
+    ├── InputDataError                the caller's data: a conversation file or record is malformed
+    ├── UnexpectedModelOutput         the model: output that stays invalid after the bounded re-ask
+    ├── ProviderError                 the model's provider: rate limit, timeout, connection
+    └── AnchorStoreError              the KB on disk: missing, corrupt or of another schema version
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AnchorStoreError",
+    "ConfigurationError",
+    "GravityError",
+    "InputDataError",
+    "MissingDependencyError",
+    "ProviderError",
+    "UnexpectedModelOutput",
+]
+
+
+class GravityError(Exception):
+    """Root of every error GRAVITY raises."""
+
+
+class ConfigurationError(GravityError, ValueError):
+    """A usage mistake by the application developer: a bad argument or setting."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the '{package}' package: pip install 'gravity-memory[{extra}]'"
+        )
+
+
+class InputDataError(GravityError, ValueError):
+    """A conversation file or record does not have the expected shape.
+
+    The message names the file, the record and the field, and what was expected.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        record: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.record = record
+        self.field = field
+        where = ", ".join(
+            part
+            for part in (
+                f"file {path}" if path else "",
+                f"record {record}" if record else "",
+                f"field '{field}'" if field else "",
+            )
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class UnexpectedModelOutput(GravityError):
+    """The model's answer stayed invalid after the bounded re-ask.
+
+    Attributes:
+        last_completion: the raw text of the last answer, kept for the build log.
+        n_attempts: how many times the model was asked.
+    """
+
+    def __init__(self, message: str, *, last_completion: str, n_attempts: int) -> None:
+        self.last_completion = last_completion
+        self.n_attempts = n_attempts
+        super().__init__(f"{message} (after {n_attempts} attempt(s))")
+
+
+class ProviderError(GravityError):
+    """The model or embedding provider failed: rate limit, timeout, connection, HTTP error."""
+
+    def __init__(self, message: str, *, provider: str, status_code: int | None = None) -> None:
+        self.provider = provider
+        self.status_code = status_code
+        super().__init__(f"{provider}: {message}")
+
+
+class AnchorStoreError(GravityError):
+    """A KB on disk is missing, corrupt, or written by an incompatible schema version."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)

@@ -1,0 +1,33 @@
+"""The minimal model protocol: messages in, text out.
+
+Adapters for LangChain chat models, LlamaIndex LLMs and OpenAI live in the integration packages;
+gravity_core only needs this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+__all__ = ["ChatModel", "Message"]
+
+
+class Message(TypedDict):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers a list of messages with text."""
+
+    @property
+    def model_name(self) -> str:
+        """Identifier used in the response cache key."""
+        ...
+
+    def complete(self, messages: Sequence[Message]) -> str:
+        """Return the model's answer to ``messages``."""
+        ...
