@@ -1,0 +1,186 @@
+"""Merge rules for entity observations.
+
+- The same value said again reinforces the attribute: confidence becomes ``1 - (1-a)(1-b)``,
+  mentions and sources grow.
+- A different value of an exclusive attribute (one that holds one value at a time, such as
+  occupation or city) is recorded as a state transition; the old value stays, marked not current.
+  Information older than the current value is kept as history without a transition.
+- Relations reinforce on the same (type, object); a relation's object becomes an entity of its own
+  when the extractor gave its type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from itertools import combinations
+
+from gravity_core.build.names import NameIndex, normalize_name, normalize_value, slugify
+from gravity_core.schema import (
+    Attribute,
+    AttributeObservation,
+    EntityAnchor,
+    EntityObservation,
+    EntityType,
+    KnowledgeBase,
+    Relation,
+    RelationObservation,
+    StateTransition,
+    Utterance,
+)
+
+__all__ = ["merge_entities"]
+
+
+def _combine(a: float, b: float) -> float:
+    return round(1.0 - (1.0 - a) * (1.0 - b), 4)
+
+
+def _union(old: list[str], new: list[str]) -> list[str]:
+    return list(dict.fromkeys([*old, *new]))
+
+
+class _EntityMerger:
+    def __init__(self, kb: KnowledgeBase, said: Mapping[str, Utterance]) -> None:
+        self.kb = kb
+        self.said = said
+        self.index = NameIndex(kb)
+
+    def when(self, sources: list[str]) -> datetime:
+        return min(self.said[s].timestamp for s in sources)
+
+    def latest(self, sources: list[str]) -> datetime:
+        return max(self.said[s].timestamp for s in sources)
+
+    def entity_for(self, name: str, etype: EntityType, sources: list[str]) -> EntityAnchor:
+        found = self.index.find(name)
+        if found is not None:
+            entity = self.kb.entities[found]
+            if entity.type is EntityType.OTHER and etype is not EntityType.OTHER:
+                entity.type = etype
+            return entity
+        base = slugify(name)
+        entity_id, n = base, 2
+        while entity_id in self.kb.entities:
+            entity_id, n = f"{base}-{n}", n + 1
+        when = self.when(sources)
+        entity = EntityAnchor(id=entity_id, name=name.strip(), type=etype, first_seen=when, last_seen=when)
+        self.kb.entities[entity_id] = entity
+        self.index.add(entity)
+        return entity
+
+    def observe(self, obs: EntityObservation) -> EntityAnchor:
+        entity = self.entity_for(obs.name, obs.type, obs.sources)
+        entity.is_speaker = entity.is_speaker or obs.is_speaker
+        for alias in obs.aliases:
+            known = {normalize_name(n) for n in (entity.name, *entity.aliases)}
+            if normalize_name(alias) not in known:
+                entity.aliases.append(alias)
+                self.index.add(entity)
+        new_sources = [s for s in obs.sources if s not in entity.sources]
+        entity.mentions += len(new_sources)
+        entity.sources.extend(new_sources)
+        entity.first_seen = min(entity.first_seen, self.when(obs.sources))
+        entity.last_seen = max(entity.last_seen, self.latest(obs.sources))
+        for attr in obs.attributes:
+            self.attribute(entity, attr)
+        for rel in obs.relations:
+            self.relation(entity, rel)
+        return entity
+
+    def attribute(self, entity: EntityAnchor, obs: AttributeObservation) -> None:
+        when, latest = self.when(obs.sources), self.latest(obs.sources)
+        same_name = [a for a in entity.attributes if a.name == obs.name]
+        exclusive = obs.exclusive or any(a.exclusive for a in same_name)
+        value_key = normalize_value(obs.value)
+        match = next((a for a in same_name if normalize_value(a.value) == value_key), None)
+        current = [a for a in same_name if a.current and a is not match] if exclusive else []
+        newer = all(when >= a.last_seen for a in current)
+        if match is not None:
+            match.confidence = _combine(match.confidence, obs.confidence)
+            match.mentions += 1
+            match.first_seen = min(match.first_seen, when)
+            match.last_seen = max(match.last_seen, latest)
+            match.sources = _union(match.sources, obs.sources)
+            match.exclusive = exclusive
+            target = match
+            if match.current and not current:
+                return
+        else:
+            target = Attribute(
+                name=obs.name,
+                value=obs.value.strip(),
+                confidence=obs.confidence,
+                exclusive=exclusive,
+                current=True,
+                first_seen=when,
+                last_seen=latest,
+                sources=list(obs.sources),
+            )
+            entity.attributes.append(target)
+        if not exclusive:
+            return
+        if not newer:
+            target.current = target.current and match is not None and match.current
+            return
+        for old in current:
+            old.current = False
+            entity.transitions.append(
+                StateTransition(attribute=obs.name, old=old.value, new=target.value, when=when, sources=list(obs.sources))
+            )
+        target.current = True
+
+    def relation(self, entity: EntityAnchor, obs: RelationObservation) -> None:
+        if obs.object_type is not None:
+            target = self.entity_for(obs.object, obs.object_type, obs.sources)
+            fresh = [s for s in obs.sources if s not in target.sources]
+            target.mentions += len(fresh)
+            target.sources.extend(fresh)
+        key = (obs.relation, normalize_name(obs.object))
+        when, latest = self.when(obs.sources), self.latest(obs.sources)
+        for rel in entity.relations:
+            if (rel.relation, normalize_name(rel.object)) == key:
+                rel.confidence = _combine(rel.confidence, obs.confidence)
+                rel.mentions += 1
+                rel.last_seen = max(rel.last_seen, latest)
+                rel.sources = _union(rel.sources, obs.sources)
+                rel.time = rel.time or obs.time
+                return
+        entity.relations.append(
+            Relation(
+                relation=obs.relation,
+                object=obs.object.strip(),
+                time=obs.time,
+                confidence=obs.confidence,
+                first_seen=when,
+                last_seen=latest,
+                sources=list(obs.sources),
+            )
+        )
+
+
+def merge_entities(
+    kb: KnowledgeBase, observations: list[EntityObservation], said: Mapping[str, Utterance]
+) -> set[str]:
+    """Merge entity observations into ``kb``; returns the ids of the entities touched.
+
+    ``said`` maps every source id the observations cite to its utterance.
+    """
+    merger = _EntityMerger(kb, said)
+    touched: set[str] = set()
+    mentioned: dict[str, set[str]] = {}
+    for obs in observations:
+        entity = merger.observe(obs)
+        touched.add(entity.id)
+        for source in obs.sources:
+            mentioned.setdefault(source, set()).add(entity.id)
+    for entity_ids in mentioned.values():
+        for a, b in combinations(sorted(entity_ids), 2):
+            for x, y in ((a, b), (b, a)):
+                co = kb.entities[x].co_occurrence
+                co[y] = co.get(y, 0) + 1
+    for entity in kb.entities.values():
+        for rel in entity.relations:
+            if rel.object_id is None:
+                rel.object_id = merger.index.find(rel.object)
+    return touched

@@ -1,0 +1,47 @@
+"""Turns model and embedder names (as given on the command line) into objects.
+
+Chat models are found through the ``gravity.models`` entry-point group, so gravity_core never
+imports a framework: ``openai:gpt-4o-mini`` loads the factory that gravity_langchain registers under
+``openai`` and calls it with ``gpt-4o-mini``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from gravity_core.embeddings.base import Embedder
+from gravity_core.errors import ConfigurationError
+from gravity_core.llm.base import ChatModel
+
+__all__ = ["MODEL_ENTRY_POINTS", "load_chat_model", "load_embedder"]
+
+MODEL_ENTRY_POINTS = "gravity.models"
+
+
+def load_chat_model(spec: str) -> ChatModel:
+    """Create the chat model named by ``provider:model`` (e.g. ``openai:gpt-4o-mini``)."""
+    provider, sep, name = spec.partition(":")
+    if not sep or not provider or not name:
+        raise ConfigurationError(f"model '{spec}' is not of the form provider:model, e.g. openai:gpt-4o-mini")
+    found = {ep.name: ep for ep in entry_points(group=MODEL_ENTRY_POINTS)}
+    if provider not in found:
+        known = ", ".join(sorted(found)) or "none installed"
+        raise ConfigurationError(f"unknown model provider '{provider}' (known: {known})")
+    factory = found[provider].load()
+    model: ChatModel = factory(name)
+    return model
+
+
+def load_embedder(spec: str) -> Embedder:
+    """Create an embedder: ``minilm`` (the offline default) or ``hashing[:DIM]`` (deterministic, for tests)."""
+    from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
+
+    kind, _, arg = spec.partition(":")
+    if kind == "minilm" and not arg:
+        return MiniLMEmbedder()
+    if kind == "hashing":
+        try:
+            return HashingEmbedder(dim=int(arg)) if arg else HashingEmbedder()
+        except ValueError:
+            pass
+    raise ConfigurationError(f"unknown embedder '{spec}' (use 'minilm' or 'hashing[:DIM]')")

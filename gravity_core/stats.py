@@ -1,0 +1,27 @@
+"""Counts that describe a KB, as shown by ``gravity stats``."""
+
+from __future__ import annotations
+
+from gravity_core.schema import KnowledgeBase
+
+__all__ = ["kb_stats"]
+
+
+def kb_stats(kb: KnowledgeBase) -> dict[str, int]:
+    """Anchor counts and coverage figures of ``kb``."""
+    topic_spans = [len(t.sessions) for t in kb.topics.values()]
+    return {
+        "utterances": len(kb.utterances),
+        "sessions": len(kb.sessions()),
+        "entities": len(kb.entities),
+        "speakers": sum(1 for e in kb.entities.values() if e.is_speaker),
+        "attributes": sum(len(e.attributes) for e in kb.entities.values()),
+        "relations": sum(len(e.relations) for e in kb.entities.values()),
+        "state_transitions": sum(len(e.transitions) for e in kb.entities.values()),
+        "events": len(kb.events),
+        "events_with_date": sum(1 for e in kb.events.values() if e.when is not None and e.when.resolved),
+        "topics": len(kb.topics),
+        "topics_multi_session": sum(1 for n in topic_spans if n >= 2),
+        "max_topic_sessions": max(topic_spans, default=0),
+        "failed_batches": len(kb.build.failed_batches),
+    }
