@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+KB     ?= kb-sample
+
+.PHONY: demo test install install-test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[all]'
+
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[all,test]'
+
+# Build a KB from the sample conversation offline (no API key), then show what it holds.
+demo: install
+	$(BIN)/gravity build examples/sample_conversation.jsonl -o $(KB)
+	$(BIN)/gravity stats $(KB)
+
+test: install-test
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) $(KB) .pytest_cache
