@@ -1,1 +1,91 @@
+"""Conversation loaders: files in, ``list[Utterance]`` out, in conversation order.
 
+Formats: LoCoMo (:func:`load_locomo`), LongMemEval (:func:`load_longmemeval`) and plain utterance
+files in JSON or JSON Lines (:func:`load_utterances`). :func:`load_conversation` picks the format
+from the file's content. A malformed file raises :class:`~gravity_core.errors.InputDataError`
+naming the file, the record and the field.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal, get_args
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.loaders._common import Document, PathLike, read_document
+from gravity_core.loaders.locomo import load_locomo, locomo_from_document, locomo_sample_ids
+from gravity_core.loaders.longmemeval import load_longmemeval, longmemeval_from_document
+from gravity_core.loaders.utterances import load_utterances, utterances_from_document
+from gravity_core.schema import Utterance
+
+__all__ = [
+    "ConversationFormat",
+    "load_conversation",
+    "load_locomo",
+    "load_longmemeval",
+    "load_utterances",
+    "locomo_sample_ids",
+]
+
+logger = logging.getLogger(__name__)
+
+ConversationFormat = Literal["auto", "locomo", "longmemeval", "utterances"]
+
+
+def _detect(document: Document) -> ConversationFormat:
+    value = document.value
+    first = value[0] if isinstance(value, list) and value else value
+    if isinstance(first, dict):
+        if "conversation" in first:
+            return "locomo"
+        if "haystack_sessions" in first:
+            return "longmemeval"
+    return "utterances"
+
+
+def load_conversation(
+    path: PathLike, *, sample: str | None = None, fmt: ConversationFormat = "auto"
+) -> list[Utterance]:
+    """Load a conversation file in any supported format.
+
+    With ``fmt="auto"`` the format comes from the content: a list of objects with
+    ``"conversation"`` is LoCoMo, objects with ``"haystack_sessions"`` are LongMemEval, anything
+    else is read as plain utterances.
+
+    Args:
+        path: the conversation file.
+        sample: the sample to load: a LoCoMo ``sample_id`` or a LongMemEval ``question_id``
+            (see :func:`load_locomo` and :func:`load_longmemeval` for the ids it gives).
+            Plain utterance files have no samples.
+        fmt: the format, or ``"auto"`` to detect it.
+
+    Returns:
+        The utterances in conversation order.
+
+    Raises:
+        ConfigurationError: ``fmt`` is unknown, or ``sample`` is given for a plain utterance file.
+        InputDataError: the file is unreadable or malformed, or has no such sample.
+    """
+    if fmt not in get_args(ConversationFormat):
+        raise ConfigurationError(
+            f"unknown conversation format {fmt!r}; expected one of {', '.join(get_args(ConversationFormat))}"
+        )
+    if fmt == "utterances" and sample is not None:
+        raise ConfigurationError(_no_samples_message(path, sample))
+    document = read_document(path)
+    kind = _detect(document) if fmt == "auto" else fmt
+    logger.debug("loading %s as %s", document.path, kind)
+    if kind == "locomo":
+        return locomo_from_document(document, sample)
+    if kind == "longmemeval":
+        return longmemeval_from_document(document, sample)
+    if sample is not None:
+        raise ConfigurationError(_no_samples_message(path, sample))
+    return utterances_from_document(document)
+
+
+def _no_samples_message(path: PathLike, sample: str) -> str:
+    return (
+        f"sample {sample!r} was given, but {path} is a plain utterance file, which has no samples; "
+        "a sample selects a conversation of a LoCoMo or LongMemEval file"
+    )

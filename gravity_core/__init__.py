@@ -1,0 +1,28 @@
+"""GRAVITY core: framework-neutral build and query of entity, event and topic anchors.
+
+Submodules are imported where used (``gravity_core.build``, ``gravity_core.store``,
+``gravity_core.loaders`` ...); importing this package does no work.
+"""
+
+from gravity_core.errors import (
+    AnchorStoreError,
+    ConfigurationError,
+    GravityError,
+    InputDataError,
+    MissingDependencyError,
+    ProviderError,
+    UnexpectedModelOutput,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AnchorStoreError",
+    "ConfigurationError",
+    "GravityError",
+    "InputDataError",
+    "MissingDependencyError",
+    "ProviderError",
+    "UnexpectedModelOutput",
+    "__version__",
+]

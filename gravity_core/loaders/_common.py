@@ -1,0 +1,284 @@
+"""Reading conversation files: JSON / JSON Lines parsing, field checks and timestamps.
+
+Every failure becomes an :class:`~gravity_core.errors.InputDataError` that names the file, the
+record and the field; no ``KeyError``, ``TypeError`` or ``JSONDecodeError`` escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from gravity_core.errors import InputDataError
+from gravity_core.schema import Utterance
+from gravity_core.temporal import parse_timestamp
+
+__all__ = [
+    "Document",
+    "PathLike",
+    "Where",
+    "aware_timestamp",
+    "check_unique_ids",
+    "json_type",
+    "make_utterance",
+    "read_document",
+    "unknown_id_message",
+]
+
+PathLike = str | os.PathLike[str]
+
+_T = TypeVar("_T")
+
+_JSON_TYPES: dict[type, str] = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "true/false",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a value's type, for error messages ("a string", "null", ...)."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+@dataclass(frozen=True)
+class Where:
+    """A position in an input file: the file and the record being read."""
+
+    path: str
+    record: str | None = None
+
+    def at(self, record: str) -> Where:
+        """The same file, another record."""
+        return Where(self.path, record)
+
+    def error(self, message: str, field: str | None = None) -> InputDataError:
+        """An :class:`InputDataError` located here."""
+        return InputDataError(message, path=self.path, record=self.record, field=field)
+
+    def mapping(self, value: object, what: str) -> dict[str, Any]:
+        """``value`` if it is a JSON object, else an error naming ``what`` was expected."""
+        if not isinstance(value, dict):
+            raise self.error(f"expected {what} (a JSON object), got {json_type(value)}")
+        return value
+
+    def get(
+        self, obj: dict[str, Any], key: str, kind: type[_T], *, required: bool = True, nonempty: bool = False
+    ) -> _T | None:
+        """Field ``key`` of ``obj``, checked to be of JSON type ``kind``.
+
+        Args:
+            obj: the record.
+            key: the field name.
+            kind: the expected Python type (``str``, ``list``, ``dict``).
+            required: whether a missing (or null) field is an error; if not, it reads as ``None``.
+            nonempty: for strings, whether an empty or blank value is an error.
+
+        Returns:
+            The value, or ``None`` for an absent optional field.
+        """
+        if key not in obj or obj[key] is None:
+            if required:
+                raise self.error(f"missing required field (expected {_JSON_TYPES[kind]})", field=key)
+            return None
+        value = obj[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise self.error(f"expected {_JSON_TYPES[kind]}, got {json_type(value)}", field=key)
+        if nonempty and isinstance(value, str) and not value.strip():
+            raise self.error("expected a non-empty string", field=key)
+        return value
+
+    def require(self, obj: dict[str, Any], key: str, kind: type[_T], *, nonempty: bool = False) -> _T:
+        """Like :meth:`get` for a required field, typed as never ``None``."""
+        value = self.get(obj, key, kind, nonempty=nonempty)
+        assert value is not None  # get() raises for a missing required field
+        return value
+
+
+@dataclass(frozen=True)
+class Document:
+    """The parsed content of a JSON or JSON Lines file.
+
+    Attributes:
+        path: the file, as named in error messages.
+        value: the parsed JSON value; for JSON Lines, the list of per-line values.
+        lines: for JSON Lines, the line number (1-based) of each value of ``value``; else ``None``.
+    """
+
+    path: str
+    value: Any
+    lines: tuple[int, ...] | None = None
+
+    def record_name(self, index: int) -> str:
+        """How to name the ``index``-th (0-based) top-level item in messages: 'line 17' or 'item 3'."""
+        if self.lines is not None:
+            return f"line {self.lines[index]}"
+        return f"item {index + 1}"
+
+    def items(self) -> list[tuple[str, Any]]:
+        """The top-level records with their names; a single top-level object is one record."""
+        if self.lines is not None:
+            return [(self.record_name(i), value) for i, value in enumerate(self.value)]
+        if isinstance(self.value, list):
+            return [(self.record_name(i), value) for i, value in enumerate(self.value)]
+        return [("item 1", self.value)]
+
+
+def _read_text(path: PathLike) -> tuple[str, str]:
+    shown = os.fspath(path)
+    file = Path(path)
+    if not file.exists():
+        raise InputDataError("no such file", path=shown)
+    if file.is_dir():
+        raise InputDataError("is a directory; expected a conversation file (.json or .jsonl)", path=shown)
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise InputDataError(f"cannot read the file: {exc.strerror or exc}", path=shown) from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputDataError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} cannot be decoded; "
+            "expected a UTF-8 encoded JSON file",
+            path=shown,
+            record=f"line {line}",
+        ) from exc
+    if not text.strip():
+        raise InputDataError("the file is empty; expected JSON or JSON Lines content", path=shown)
+    return shown, text
+
+
+def _syntax_error(shown: str, exc: json.JSONDecodeError, line: int | None = None) -> InputDataError:
+    lineno = line if line is not None else exc.lineno
+    return InputDataError(
+        f"invalid JSON: {exc.msg} (line {lineno}, column {exc.colno})",
+        path=shown,
+        record=f"line {lineno}",
+    )
+
+
+def _parse_jsonl(shown: str, text: str) -> Document:
+    values: list[Any] = []
+    lines: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise _syntax_error(shown, exc, line=number) from exc
+        lines.append(number)
+    return Document(shown, values, tuple(lines))
+
+
+def read_document(path: PathLike) -> Document:
+    """Read and parse a JSON or JSON Lines file.
+
+    A file that holds one JSON value is JSON; a file of one JSON object per line (blank lines
+    allowed) is JSON Lines. A one-line file of a single object reads as JSON Lines too.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The parsed document.
+
+    Raises:
+        InputDataError: the file is missing, a directory, unreadable, not UTF-8, empty, or not
+            valid JSON / JSON Lines (the message gives the line and column).
+    """
+    shown, text = _read_text(path)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # Several objects one after another: JSON Lines. A '[' document with trailing junk is
+        # a broken JSON file, and its own error position is the useful one.
+        if exc.msg == "Extra data" and text.lstrip().startswith("{"):
+            return _parse_jsonl(shown, text)
+        raise _syntax_error(shown, exc) from exc
+    if isinstance(value, dict) and len([line for line in text.splitlines() if line.strip()]) == 1:
+        first = next(i for i, line in enumerate(text.splitlines(), start=1) if line.strip())
+        return Document(shown, [value], (first,))
+    return Document(shown, value)
+
+
+_TIMESTAMP_FORMS = (
+    "an ISO 8601 datetime or date (e.g. '2024-03-09T16:45:00Z', '2024-03-09') "
+    "or a date like '1:56 pm on 8 May, 2023'"
+)
+
+
+def aware_timestamp(value: object, where: Where, field: str, expected: str = _TIMESTAMP_FORMS) -> datetime:
+    """Turn a timestamp field into a timezone-aware datetime.
+
+    Reads whatever :func:`gravity_core.temporal.parse_timestamp` reads: ISO 8601 datetimes and
+    dates, LoCoMo's "1:56 pm on 8 May, 2023", LongMemEval's "2023/05/20 (Sat) 02:21", and other
+    absolute dates. A timestamp without a zone is taken as UTC; a plain date as midnight UTC.
+
+    Args:
+        value: the raw field value.
+        where: the record, for error messages.
+        field: the field name, for error messages.
+        expected: the accepted forms, as the error message words them.
+
+    Returns:
+        The timestamp, timezone-aware.
+
+    Raises:
+        InputDataError: the value is not a string or cannot be read as a date.
+    """
+    if not isinstance(value, str):
+        raise where.error(f"expected {expected}, got {json_type(value)}", field=field)
+    parsed = parse_timestamp(value)
+    if parsed is None:
+        raise where.error(f"cannot read {value!r} as a timestamp; expected {expected}", field=field)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def make_utterance(where: Where, **fields: Any) -> Utterance:
+    """Build an :class:`Utterance`, turning a validation failure into an :class:`InputDataError`."""
+    try:
+        return Utterance(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        raise where.error(f"invalid value: {first['msg']}", field=field) from exc
+
+
+def check_unique_ids(utterances: Iterable[tuple[Where, Utterance]], field: str = "id") -> None:
+    """Raise an :class:`InputDataError` at the first utterance whose id was already used.
+
+    Args:
+        utterances: each utterance with the record it was read from.
+        field: the input field the id comes from, for the message.
+    """
+    seen: dict[str, Where] = {}
+    for where, utterance in utterances:
+        if utterance.id in seen:
+            raise where.error(
+                f"duplicate utterance id {utterance.id!r} (already used by {seen[utterance.id].record}); "
+                "expected unique ids",
+                field=field,
+            )
+        seen[utterance.id] = where
+
+
+def unknown_id_message(kind: str, wanted: str, available: Sequence[str], shown: int = 20) -> str:
+    """'no sample 'x' in this file; available: a, b, c' with the list cut after ``shown`` ids."""
+    listed = ", ".join(available[:shown])
+    if len(available) > shown:
+        listed += f", ... ({len(available) - shown} more)"
+    return f"no {kind} {wanted!r} in this file; available: {listed or '(none)'}"
