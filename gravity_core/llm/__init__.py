@@ -1,1 +1,17 @@
+"""The model side of extraction: the chat-model protocol, JSON calls with re-ask, a response cache."""
 
+from gravity_core.llm.base import ChatModel, Message
+from gravity_core.llm.cache import CachedModel, ResponseCache, cache_key
+from gravity_core.llm.json_call import REASK_TEMPLATE, call_json, extract_json, parse_json_answer
+
+__all__ = [
+    "REASK_TEMPLATE",
+    "CachedModel",
+    "ChatModel",
+    "Message",
+    "ResponseCache",
+    "cache_key",
+    "call_json",
+    "extract_json",
+    "parse_json_answer",
+]

@@ -1,0 +1,146 @@
+"""On-disk response cache: the same prompt to the same model is answered once.
+
+One small JSON file per entry, at ``<directory>/<key[:2]>/<key>.json`` where ``key`` is the
+sha256 of the model name and the messages as canonical JSON. Files are written atomically (a
+temporary file in the same folder, then ``os.replace``), so concurrent writers in threads or
+processes never leave a half-written entry; a file that is corrupt anyway counts as a miss and
+is overwritten by the next ``put``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.llm.base import ChatModel, Message
+
+__all__ = ["CachedModel", "ResponseCache", "cache_key"]
+
+logger = logging.getLogger(__name__)
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _plain(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def cache_key(model_name: str, messages: Sequence[Message]) -> str:
+    """The sha256 hex digest identifying a (model, messages) request."""
+    payload = _canonical({"model": model_name, "messages": _plain(messages)})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Completions stored on disk, keyed by model name and the full message list.
+
+    Safe to share between threads (and processes): reads see either no entry or a whole one.
+
+    Args:
+        directory: folder of the cache; created if missing.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot create the response cache folder {self.directory}: {exc}"
+            ) from exc
+
+    def path_for(self, model_name: str, messages: Sequence[Message]) -> Path:
+        """Where the entry for this request lives (whether or not it exists)."""
+        key = cache_key(model_name, messages)
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, model_name: str, messages: Sequence[Message]) -> str | None:
+        """The cached completion, or ``None`` on a miss (including an unreadable entry)."""
+        path = self.path_for(model_name, messages)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("response cache entry %s is unreadable, treating it as a miss: %s", path, exc)
+            return None
+        try:
+            entry = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            logger.warning("response cache entry %s is corrupt, treating it as a miss: %s", path, exc)
+            return None
+        completion = entry.get("completion") if isinstance(entry, dict) else None
+        if not isinstance(completion, str) or entry.get("model") != model_name:
+            logger.warning("response cache entry %s has an unexpected shape, treating it as a miss", path)
+            return None
+        return completion
+
+    def put(self, model_name: str, messages: Sequence[Message], completion: str) -> None:
+        """Store ``completion`` as the answer of ``model_name`` to ``messages``.
+
+        A failure to write is logged and ignored: the cache is an optimization, not a store.
+        """
+        path = self.path_for(model_name, messages)
+        entry = {
+            "model": model_name,
+            "prompt_sha256": hashlib.sha256(_canonical(_plain(messages)).encode("utf-8")).hexdigest(),
+            "completion": completion,
+            "created": datetime.now(UTC).isoformat(),
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump(entry, handle, ensure_ascii=False)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            logger.warning("could not write response cache entry %s: %s", path, exc)
+
+
+class CachedModel:
+    """A :class:`ChatModel` that answers from a :class:`ResponseCache` when it can.
+
+    Attributes:
+        calls: how many requests reached the wrapped model.
+        hits: how many requests the cache answered.
+    """
+
+    def __init__(self, model: ChatModel, cache: ResponseCache) -> None:
+        self.model = model
+        self.cache = cache
+        self.calls = 0
+        self.hits = 0
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """The wrapped model's name (so cache keys do not depend on the wrapper)."""
+        return self.model.model_name
+
+    def complete(self, messages: Sequence[Message]) -> str:
+        """The cached answer to ``messages``, or the wrapped model's answer (then cached)."""
+        name = self.model.model_name
+        cached = self.cache.get(name, messages)
+        if cached is not None:
+            with self._lock:
+                self.hits += 1
+            return cached
+        with self._lock:
+            self.calls += 1
+        completion = self.model.complete(messages)
+        self.cache.put(name, messages, completion)
+        return completion

@@ -1,0 +1,107 @@
+"""Events in 4W1O form: who did what, when, where, with what outcome."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from gravity_core.llm.base import Message
+from gravity_core.prompts._coerce import OptionalText, StrList
+from gravity_core.prompts.context import (
+    PromptContext,
+    render_known_entities,
+    render_schema,
+    render_utterances,
+)
+
+__all__ = [
+    "EVENT_EXTRACTION_SYSTEM",
+    "EVENT_EXTRACTION_USER",
+    "EVENT_GUIDELINES",
+    "EventExtraction",
+    "ExtractedEvent",
+    "build_event_messages",
+]
+
+
+class ExtractedEvent(BaseModel):
+    """One event reported in the conversation."""
+
+    who: StrList = Field(description="Names of the participants; reuse known entity names.")
+    what: str = Field(description="What happened, as a short self-contained sentence.")
+    when: OptionalText = Field(
+        default=None,
+        description="The time phrase exactly as written in the conversation, e.g. 'yesterday', "
+        "'last Friday', 'in June 2022', 'two weeks ago'; null if the conversation gives none. "
+        "Do not compute a date.",
+    )
+    where: OptionalText = Field(default=None, description="Where it happened, if stated; else null.")
+    outcome: OptionalText = Field(
+        default=None, description="The result or consequence, if stated; else null."
+    )
+    sources: StrList = Field(
+        description="Ids of the utterances that report the event; the one with the time phrase first."
+    )
+
+
+class EventExtraction(BaseModel):
+    """Answer of the event task."""
+
+    events: list[ExtractedEvent] = Field(
+        description="Every event reported in the conversation; an empty list if there is none."
+    )
+
+
+EVENT_EXTRACTION_SYSTEM = (
+    "You extract the events reported in a conversation as records of who, what, when, where and "
+    "outcome. Every event cites the ids of the utterances it comes from. You answer with one JSON "
+    "object and nothing else."
+)
+
+EVENT_GUIDELINES = """\
+Event guidelines:
+- An event is something that happened, happens or is planned at some time: a trip, a meeting, a \
+purchase, a decision, a milestone. Opinions and standing facts are not events.
+- who: use the known entity names when they apply; a speaker who says "I" is named.
+- when: copy the time phrase word for word from the utterance ("yesterday", "last weekend", \
+"in 2019"); never turn it into a date yourself. Use null if no time is given.
+- One record per distinct event; do not split one event across records."""
+
+EVENT_EXTRACTION_USER = """\
+<KNOWN ENTITIES>
+{known_entities}
+</KNOWN ENTITIES>
+
+<CONVERSATION>
+{utterances}
+</CONVERSATION>
+
+Extract the events reported in the conversation above.
+
+{guidelines}
+- Every "sources" list holds ids exactly as shown in square brackets, e.g. "{example_id}", and only \
+ids of utterances that support the item.
+
+Answer with a JSON object that follows this JSON schema:
+{schema}"""
+
+
+def build_event_messages(context: PromptContext) -> list[Message]:
+    """Messages for the event task.
+
+    Args:
+        context: the batch and what the KB already knows.
+
+    Returns:
+        A system and a user message; the answer fills :class:`EventExtraction`.
+    """
+    user = EVENT_EXTRACTION_USER.format(
+        known_entities=render_known_entities(context.known_entities),
+        utterances=render_utterances(context.utterances),
+        guidelines=EVENT_GUIDELINES,
+        example_id=context.utterance_ids[0] if context.utterances else "D1:1",
+        schema=render_schema(EventExtraction),
+    )
+    return [
+        {"role": "system", "content": EVENT_EXTRACTION_SYSTEM},
+        {"role": "user", "content": user},
+    ]

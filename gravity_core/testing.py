@@ -1,0 +1,148 @@
+"""Fakes for testing code that uses GRAVITY, without a real model or network.
+
+``FakeChatModel`` answers from a script; ``RecordedModel`` answers by matching the prompt against
+recorded keys, so a multi-batch build can be replayed from hand-written JSON.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from gravity_core.errors import GravityError
+from gravity_core.llm.base import Message
+
+__all__ = ["FakeChatModel", "FakeModelError", "RecordedModel"]
+
+
+class FakeModelError(GravityError):
+    """A fake model was asked something its script does not cover."""
+
+    __test__ = False
+
+
+def _copy(messages: Sequence[Message]) -> list[Message]:
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _preview(messages: Sequence[Message], limit: int = 200) -> str:
+    last = messages[-1]["content"] if messages else ""
+    return last if len(last) <= limit else last[:limit] + "..."
+
+
+class FakeChatModel:
+    """A :class:`~gravity_core.llm.base.ChatModel` with scripted answers.
+
+    Args:
+        responses: the answers, returned in order, or a function from the messages to the answer.
+        model_name: the name it reports (part of cache keys).
+
+    Attributes:
+        calls: the message lists it was asked, in order.
+
+    Raises:
+        FakeModelError: from :meth:`complete` once a list of answers is used up.
+    """
+
+    __test__ = False
+
+    def __init__(
+        self,
+        responses: Sequence[str] | Callable[[Sequence[Message]], str],
+        model_name: str = "fake",
+    ) -> None:
+        self._responses = responses if callable(responses) else list(responses)
+        self._model_name = model_name
+        self._lock = threading.Lock()
+        self.calls: list[list[Message]] = []
+
+    @property
+    def model_name(self) -> str:
+        """The name given at construction."""
+        return self._model_name
+
+    def complete(self, messages: Sequence[Message]) -> str:
+        """The next scripted answer (or the function's answer) to ``messages``."""
+        with self._lock:
+            self.calls.append(_copy(messages))
+            index = len(self.calls) - 1
+        if callable(self._responses):
+            return self._responses(messages)
+        if index >= len(self._responses):
+            raise FakeModelError(
+                f"FakeChatModel {self._model_name!r} has {len(self._responses)} scripted answer(s) "
+                f"but was asked a request #{index + 1}; last message: {_preview(messages)!r}"
+            )
+        return self._responses[index]
+
+
+RecordedKey = str | tuple[str, ...]
+"""A substring of the prompt, or several that must all appear."""
+
+
+class RecordedModel:
+    """A :class:`~gravity_core.llm.base.ChatModel` answering from recorded answers by prompt content.
+
+    Each key is a substring (or a tuple of substrings that must all appear) of the request's
+    messages; exactly one key must match. Since every GRAVITY prompt embeds its response model's
+    JSON schema, the model's class name (``"EntityExtraction"``, ``"EventExtraction"``,
+    ``"TopicExtraction"``, ``"FusedExtraction"``, ``"BatchSummary"``) selects the task, and an
+    utterance id such as ``"[D1:1]"`` selects the batch::
+
+        RecordedModel({("EntityExtraction", "[D1:1]"): entities_json, ...})
+
+    A value that is a list gives successive answers for repeated requests matching the key
+    (useful to script a re-ask); a string is returned every time.
+
+    Args:
+        answers: key -> answer (or list of answers).
+        model_name: the name it reports (part of cache keys).
+
+    Attributes:
+        calls: the message lists it was asked, in order.
+    """
+
+    __test__ = False
+
+    def __init__(
+        self,
+        answers: Mapping[RecordedKey, str | Sequence[str]],
+        model_name: str = "recorded",
+    ) -> None:
+        self._answers: dict[tuple[str, ...], str | list[str]] = {}
+        for key, value in answers.items():
+            parts = (key,) if isinstance(key, str) else tuple(key)
+            self._answers[parts] = value if isinstance(value, str) else list(value)
+        self._model_name = model_name
+        self._used: dict[tuple[str, ...], int] = {}
+        self._lock = threading.Lock()
+        self.calls: list[list[Message]] = []
+
+    @property
+    def model_name(self) -> str:
+        """The name given at construction."""
+        return self._model_name
+
+    def complete(self, messages: Sequence[Message]) -> str:
+        """The recorded answer whose key matches ``messages``.
+
+        Raises:
+            FakeModelError: no key or several keys match, or a list of answers is used up.
+        """
+        with self._lock:
+            self.calls.append(_copy(messages))
+        prompt = "\n".join(m["content"] for m in messages)
+        matches = [key for key in self._answers if all(part in prompt for part in key)]
+        if len(matches) != 1:
+            found = "no recorded key matches" if not matches else f"several keys match: {matches}"
+            raise FakeModelError(f"RecordedModel: {found}; last message: {_preview(messages)!r}")
+        key = matches[0]
+        value = self._answers[key]
+        if isinstance(value, str):
+            return value
+        with self._lock:
+            index = self._used.get(key, 0)
+            self._used[key] = index + 1
+        if index >= len(value):
+            raise FakeModelError(f"RecordedModel: the {len(value)} answer(s) recorded for {key} are used up")
+        return value[index]
