@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from gravity_core.errors import GravityError
+from gravity_core.errors import GravityError, InputDataError
 from gravity_core.llm.base import Message
 
-__all__ = ["FakeChatModel", "FakeModelError", "RecordedModel"]
+__all__ = ["FakeChatModel", "FakeModelError", "RecordedModel", "recorded_model_from_file"]
 
 
 class FakeModelError(GravityError):
@@ -146,3 +146,28 @@ class RecordedModel:
         if index >= len(value):
             raise FakeModelError(f"RecordedModel: the {len(value)} answer(s) recorded for {key} are used up")
         return value[index]
+
+
+def recorded_model_from_file(path: str) -> RecordedModel:
+    """A :class:`RecordedModel` from a JSON file, for ``gravity build --model recorded:PATH``.
+
+    The file holds a list of ``{"match": [substring, ...], "answer": text or [texts]}``.
+
+    Raises:
+        InputDataError: the file is missing or not of that shape.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            entries = json.load(handle)
+        answers: dict[RecordedKey, str | Sequence[str]] = {
+            tuple(entry["match"]): entry["answer"] for entry in entries
+        }
+    except (OSError, ValueError) as exc:
+        raise InputDataError(f"cannot read recorded answers: {exc}", path=path) from exc
+    except (KeyError, TypeError) as exc:
+        raise InputDataError(
+            'expected a list of {"match": [...], "answer": ...} objects', path=path, field=str(exc)
+        ) from exc
+    return RecordedModel(answers, model_name=f"recorded:{path}")
