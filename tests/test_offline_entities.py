@@ -1,0 +1,374 @@
+"""Offline entity extraction: speakers, proper names, types, relations and attributes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from gravity_core.extract.offline.entities import extract_entities
+from gravity_core.extract.offline.text import clip_value, find_names, find_titles, split_sentences
+from gravity_core.schema import (
+    EntityAnchor,
+    EntityObservation,
+    EntityType,
+    KnowledgeBase,
+    Utterance,
+)
+
+STAMP = datetime(2023, 5, 8, 14, 0, tzinfo=UTC)
+
+
+def _batch(*turns: tuple[str, str], attachments: dict[int, list[str]] | None = None) -> list[Utterance]:
+    attachments = attachments or {}
+    return [
+        Utterance(
+            id=f"S1:{i}",
+            speaker=speaker,
+            text=text,
+            session="S1",
+            timestamp=STAMP,
+            attachments=attachments.get(i, []),
+        )
+        for i, (speaker, text) in enumerate(turns, 1)
+    ]
+
+
+def _run(*turns: tuple[str, str], kb: KnowledgeBase | None = None) -> dict[str, EntityObservation]:
+    return {e.name: e for e in extract_entities(_batch(*turns), kb or KnowledgeBase())}
+
+
+def _attrs(entity: EntityObservation, name: str) -> list[str]:
+    return [a.value for a in entity.attributes if a.name == name]
+
+
+def _speaker_facts(text: str, speaker: str = "Ann") -> EntityObservation:
+    return _run((speaker, text), ("Bob", "Nice."))[speaker]
+
+
+# --------------------------------------------------------------------------- speakers
+
+
+def test_every_speaker_is_a_person_with_their_own_utterances_as_sources() -> None:
+    found = _run(("Ann", "Hi Bob!"), ("Bob", "Hello there."), ("Ann", "Long day."))
+    assert found["Ann"].is_speaker and found["Bob"].is_speaker
+    assert found["Ann"].type is EntityType.PERSON and found["Bob"].type is EntityType.PERSON
+    assert found["Ann"].sources == ["S1:1", "S1:3"]
+    assert found["Bob"].sources == ["S1:2"]
+
+
+def test_an_empty_batch_or_empty_text_gives_only_what_is_there() -> None:
+    assert extract_entities([], KnowledgeBase()) == []
+    found = _run(("Ann", ""), ("Bob", "   "))
+    assert sorted(found) == ["Ann", "Bob"]
+    assert found["Ann"].attributes == [] and found["Ann"].relations == []
+
+
+def test_a_mentioned_speaker_name_does_not_become_a_second_entity() -> None:
+    found = _run(("Ann", "Thanks, Bob! See you."), ("Bob", "Bye Ann."))
+    assert sorted(found) == ["Ann", "Bob"]
+    assert found["Bob"].sources == ["S1:2"]
+
+
+def test_a_short_form_of_a_speaker_name_becomes_an_alias() -> None:
+    found = _run(("Ann", "Hey Mel! How are you?"), ("Melanie", "Great, thanks."))
+    assert "Mel" not in found
+    assert found["Melanie"].aliases == ["Mel"]
+
+
+# --------------------------------------------------------------------------- proper names
+
+
+def test_proper_names_mid_sentence_are_found_with_multi_word_names_whole() -> None:
+    found = _run(
+        ("Ann", "We drove to Lake Tahoe and then read Harry Potter books with Clara."), ("Bob", "Fun.")
+    )
+    assert {"Lake Tahoe", "Harry Potter", "Clara"} <= set(found)
+    assert "Lake" not in found and "Tahoe" not in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wow, that is great! Hey, Thanks for that.",
+        "Omg yes. LOL that was funny. Yeah, totally.",
+        "See you on Monday. It was in March. I am happy.",
+        "Congrats on the news! Awesome stuff, Cheers.",
+        "Family is everything. Painting is fun. Pets are great.",
+    ],
+)
+def test_interjections_weekdays_months_pronouns_and_common_words_are_not_entities(text: str) -> None:
+    found = _run(("Ann", text), ("Bob", "Okay."))
+    assert sorted(found) == ["Ann", "Bob"]
+
+
+def test_a_sentence_start_name_needs_a_known_name_or_a_verb_pattern() -> None:
+    assert [m.text for m in find_names("Barcelona is a must-visit city!")] == ["Barcelona"]
+    assert find_names("Cooking is my therapy.") == []
+    assert find_names("Zorbu was there.") != []  # unknown word followed by a verb
+    assert find_names("Zorbu rocks.") == []
+    assert [m.text for m in find_names("Zorbu rocks.", known={"zorbu"})] == ["Zorbu"]
+
+
+def test_a_name_known_in_the_kb_is_recognised_at_sentence_start() -> None:
+    kb = KnowledgeBase()
+    kb.entities["e1"] = EntityAnchor(
+        id="e1",
+        name="Pixel",
+        type=EntityType.PET,
+        first_seen=datetime(2023, 5, 1, tzinfo=UTC),
+        last_seen=datetime(2023, 5, 1, tzinfo=UTC),
+    )
+    found = _run(("Ann", "Pixel ran off today."), ("Bob", "Oh no."), kb=kb)
+    assert found["Pixel"].type is EntityType.PET
+
+
+def test_possessives_titles_and_initials_are_handled() -> None:
+    assert [m.text for m in find_names("I met Dr. Smith and J.K. Rowling at Ann's place.")] == [
+        "Dr. Smith",
+        "J.K. Rowling",
+        "Ann",
+    ]
+    assert find_names("I met Dr. Smith")[0].possessive is False
+    assert find_names("That was Ann's idea")[0].possessive is True
+
+
+def test_quoted_titles_are_found_but_quotations_are_not() -> None:
+    titles = find_titles('I loved "The Quiet Orchard" by Mina Holt. She said "Keep going, it gets better."')
+    assert [t.text for t in titles] == ["The Quiet Orchard"]
+
+
+# --------------------------------------------------------------------------- types
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("My dog Biscuit chewed my shoe.", "Biscuit", EntityType.PET),
+        ("We adopted a kitten named Pebble.", "Pebble", EntityType.PET),
+        ("Last year we moved to Lisbon for good.", "Lisbon", EntityType.PLACE),
+        ("I travelled to Wexford with friends.", "Wexford", EntityType.PLACE),
+        ("I work at Brightwave as a designer.", "Brightwave", EntityType.ORGANIZATION),
+        ("She got a job at the Orchard Foundation.", "Orchard Foundation", EntityType.ORGANIZATION),
+        ("I had lunch with Priya and Tom.", "Tom", EntityType.PERSON),
+        ('I just finished "Salt Roads" and loved it.', "Salt Roads", EntityType.WORK),
+        ("We watched a Star Quest movie.", "Star Quest", EntityType.WORK),
+        ("The Zentrix thing was odd.", "Zentrix", EntityType.OTHER),
+    ],
+)
+def test_entity_types_are_guessed_from_context(text: str, name: str, expected: EntityType) -> None:
+    found = _run(("Ann", text), ("Bob", "Cool."))
+    assert found[name].type is expected
+
+
+# --------------------------------------------------------------------------- relations
+
+
+@pytest.mark.parametrize(
+    ("text", "relation", "obj"),
+    [
+        ("My sister Clara is visiting.", "sister", "Clara"),
+        ("I went hiking with my older brother Sam.", "brother", "Sam"),
+        ("My husband Raj cooked tonight.", "husband", "Raj"),
+        ("My best friend Lena called.", "best_friend", "Lena"),
+        ("Our son Theo turned five.", "son", "Theo"),
+        ("Dana, my boss, was nice about it.", "boss", "Dana"),
+        ("Marta is my cousin.", "cousin", "Marta"),
+        ("My mom's name is Ines.", "mother", "Ines"),
+    ],
+)
+def test_first_person_family_and_social_relations(text: str, relation: str, obj: str) -> None:
+    found = _run(("Ann", text), ("Bob", "Nice."))
+    rels = [(r.relation, r.object, r.object_type, r.confidence) for r in found["Ann"].relations]
+    assert (relation, obj, EntityType.PERSON, 0.8) in rels
+    assert found[obj].type is EntityType.PERSON
+
+
+def test_plural_relation_objects_each_get_a_relation() -> None:
+    ann = _speaker_facts("My kids Mia and Leo love the beach.")
+    assert {(r.relation, r.object) for r in ann.relations} == {("child", "Mia"), ("child", "Leo")}
+
+
+def test_pets_get_a_pet_relation_and_a_species() -> None:
+    found = _run(("Ann", "My dog Rex and my cat Luna are best buddies."), ("Bob", "Cute!"))
+    assert {(r.relation, r.object) for r in found["Ann"].relations} == {("pet", "Rex"), ("pet", "Luna")}
+    assert found["Rex"].type is EntityType.PET
+    assert _attrs(found["Rex"], "species") == ["dog"]
+    assert _attrs(found["Luna"], "species") == ["cat"]
+
+
+def test_a_pet_named_in_a_following_sentence_is_linked() -> None:
+    found = _run(("Ann", "I got a puppy last week! Her name's Coco."), ("Bob", "Aww."))
+    assert ("pet", "Coco") in {(r.relation, r.object) for r in found["Ann"].relations}
+    assert found["Coco"].type is EntityType.PET
+
+
+def test_a_spouse_implies_a_weak_married_status() -> None:
+    ann = _speaker_facts("My wife and I went out.")
+    status = [a for a in ann.attributes if a.name == "relationship_status"]
+    assert [(a.value, a.confidence, a.exclusive) for a in status] == [("married", 0.5, True)]
+
+
+def test_second_person_facts_go_to_the_other_speaker_with_lower_confidence() -> None:
+    found = _run(("Ann", "How was the trip?"), ("Bob", "Your sister Clara is so funny. You work at Orbital."))
+    rels = {(r.relation, r.object, r.confidence) for r in found["Ann"].relations}
+    assert ("sister", "Clara", 0.5) in rels
+    assert [(a.value, a.confidence) for a in found["Ann"].attributes if a.name == "employer"] == [
+        ("Orbital", 0.5)
+    ]
+    assert found["Bob"].relations == []
+
+
+def test_a_vocative_is_not_a_relation_object() -> None:
+    found = _run(("Ann", "I hope so."), ("Bob", "That is a good lesson for your kids, Ann."))
+    assert found["Ann"].relations == []
+    assert found["Bob"].relations == []
+
+
+def test_questions_about_the_other_speaker_state_no_fact() -> None:
+    found = _run(("Ann", "Do you work at Orbital?"), ("Bob", "No."))
+    assert found["Bob"].attributes == []
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "value", "exclusive"),
+    [
+        ("I work at Brightwave Labs as a designer.", "employer", "Brightwave Labs", True),
+        ("I'm a nurse at the county hospital.", "occupation", "nurse", True),
+        ("I work as a graphic designer these days.", "occupation", "graphic designer", True),
+        ("I'm a shooting guard for my team.", "occupation", "shooting guard", True),
+        ("I live in Denver with my family.", "location", "Denver", True),
+        ("We moved to Porto last spring.", "location", "Porto", True),
+        ("I'm from Ireland originally.", "origin", "Ireland", True),
+        ("I grew up in a small town.", "origin", "small town", True),
+        ("I love painting because it relaxes me.", "likes", "painting", False),
+        ("I really enjoy long walks on the beach, it calms me.", "likes", "long walks on the beach", False),
+        ("I'm really into jazz.", "likes", "jazz", False),
+        ("I'm a big fan of board games.", "likes", "board games", False),
+        ("I hate running in the rain.", "dislikes", "running in the rain", False),
+        ('My favorite book is "Salt Roads".', "favorite_book", "Salt Roads", True),
+        ("My favorite food is this amazing lemon tart.", "favorite_food", "amazing lemon tart", True),
+        ("I'm 34 years old.", "age", "34", True),
+        ("I just turned 30!", "age", "30", True),
+        ("I'm happily married.", "relationship_status", "married", True),
+        ("I got engaged!", "relationship_status", "engaged", True),
+        ("I have three kids.", "kids", "three", True),
+        ("I've been painting for 7 years.", "activity", "painting for 7 years", False),
+        ("I'm a transgender woman.", "identity", "transgender woman", False),
+        ("As a trans woman, I know that feeling.", "identity", "trans woman", False),
+        ("I took up pottery last year.", "activity", "pottery", False),
+        ("I started surfing five years ago.", "activity", "surfing", False),
+        ("I'm learning Spanish.", "activity", "Spanish", False),
+        ("I used to go horseback riding with my dad.", "used_to", "go horseback riding with my dad", False),
+        ("I'm studying psychology at college.", "studies", "psychology at college", False),
+    ],
+)
+def test_first_person_attribute_patterns(text: str, name: str, value: str, exclusive: bool) -> None:
+    ann = _speaker_facts(text)
+    matching = [a for a in ann.attributes if a.name == name]
+    assert [a.value for a in matching] == [value], ann.attributes
+    assert matching[0].exclusive is exclusive
+    assert matching[0].confidence == 0.8
+    assert matching[0].sources == ["S1:1"]
+
+
+def test_employer_also_gives_a_works_at_relation() -> None:
+    ann = _speaker_facts("I work at Brightwave Labs.")
+    assert [(r.relation, r.object, r.object_type) for r in ann.relations] == [
+        ("works_at", "Brightwave Labs", EntityType.ORGANIZATION)
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm a big believer in hard work.",
+        "I'm a bit tired today.",
+        "I love it!",
+        "I love that idea.",
+        "I like how you did that.",
+        "I work for hours on end.",
+        "I'm not sure I'd love that.",
+    ],
+)
+def test_non_facts_give_no_attribute(text: str) -> None:
+    ann = _speaker_facts(text)
+    assert [a for a in ann.attributes if a.name in {"occupation", "likes", "employer"}] == []
+
+
+def test_a_hypothetical_lowers_confidence() -> None:
+    ann = _speaker_facts("If I work at Brightwave, I'll be happy.")
+    assert [(a.value, a.confidence) for a in ann.attributes if a.name == "employer"] == [("Brightwave", 0.5)]
+
+
+def test_a_shared_photo_caption_becomes_a_weak_attribute() -> None:
+    batch = _batch(
+        ("Ann", "Look at this!"), ("Bob", "Wow."), attachments={1: ["photo: a photo of a sunset over a lake"]}
+    )
+    ann = next(e for e in extract_entities(batch, KnowledgeBase()) if e.name == "Ann")
+    assert [(a.name, a.value, a.confidence) for a in ann.attributes] == [
+        ("shared_photo", "a sunset over a lake", 0.5)
+    ]
+
+
+def test_a_fact_said_twice_is_one_observation_with_both_sources() -> None:
+    found = _run(("Ann", "I live in Denver."), ("Bob", "Nice."), ("Ann", "Yes, I live in Denver."))
+    locations = [a for a in found["Ann"].attributes if a.name == "location"]
+    assert len(locations) == 1 and locations[0].sources == ["S1:1", "S1:3"]
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def test_values_are_cut_at_clause_boundaries_but_lists_stay_whole() -> None:
+    assert clip_value("painting because it relaxes me") == "painting"
+    assert (
+        clip_value("salads, sandwiches, and homemade desserts. Yum")
+        == "salads, sandwiches, and homemade desserts"
+    )
+    assert clip_value("dancing and it's great") == "dancing"
+    assert clip_value("hiking, it clears my head") == "hiking"
+
+
+def test_sentences_split_without_breaking_on_abbreviations() -> None:
+    sentences = split_sentences("I'm a nurse at St. Mary Hospital. We met Dr. Lee!\nOk bye")
+    assert [s.text for s in sentences] == ["I'm a nurse at St. Mary Hospital.", "We met Dr. Lee!", "Ok bye"]
+    text = "I'm a nurse at St. Mary Hospital. We met Dr. Lee!\nOk bye"
+    assert all(text[s.start : s.end] == s.text for s in sentences)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+def _conversation(n: int) -> list[Utterance]:
+    lines = [
+        ("Ann", "I went to Lisbon with my sister Clara last week and it was lovely!"),
+        ("Bob", "Wow! My dog Rex would love that. I work at Brightwave Labs, so no time."),
+        ("Ann", "I'm a nurse. I love painting because it calms me."),
+        ("Bob", "Your sister Clara sounds fun. I'm really into jazz."),
+    ]
+    return [
+        Utterance(id=f"S1:{i}", speaker=lines[i % 4][0], text=lines[i % 4][1], session="S1", timestamp=STAMP)
+        for i in range(n)
+    ]
+
+
+def test_extraction_is_deterministic_and_leaves_the_kb_untouched() -> None:
+    batch = _conversation(12)
+    kb = KnowledgeBase()
+    before = kb.to_dict()
+    first = extract_entities(batch, kb)
+    second = extract_entities(list(batch), kb)
+    assert [e.model_dump() for e in first] == [e.model_dump() for e in second]
+    assert kb.to_dict() == before
+
+
+def test_a_large_batch_extracts_quickly() -> None:
+    # Speed is watched through --durations; this only proves a big batch goes through whole.
+    batch = _conversation(600)
+    found = {e.name: e for e in extract_entities(batch, KnowledgeBase())}
+    assert len(found["Ann"].sources) == 300
+    assert found["Lisbon"].type is EntityType.PLACE

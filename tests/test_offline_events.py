@@ -1,0 +1,218 @@
+"""Offline event extraction: 4W1O records from dated sentences and first-person actions."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from gravity_core.extract.offline.events import extract_events
+from gravity_core.schema import (
+    EntityAnchor,
+    EntityType,
+    EventObservation,
+    Granularity,
+    KnowledgeBase,
+    Utterance,
+)
+
+STAMP = datetime(2023, 5, 8, 14, 0, tzinfo=UTC)  # a Monday
+
+
+def _events(*texts: str, speaker: str = "Ann", kb: KnowledgeBase | None = None) -> list[EventObservation]:
+    batch = [
+        Utterance(id=f"S1:{i}", speaker=speaker, text=text, session="S1", timestamp=STAMP)
+        for i, text in enumerate(texts, 1)
+    ]
+    return extract_events(batch, kb or KnowledgeBase())
+
+
+def _one(text: str, kb: KnowledgeBase | None = None) -> EventObservation:
+    found = _events(text, kb=kb)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_an_empty_batch_or_empty_text_gives_no_event() -> None:
+    assert extract_events([], KnowledgeBase()) == []
+    assert _events("", "  ") == []
+
+
+def test_a_dated_first_person_action_gives_all_five_ws() -> None:
+    event = _one("I went to a chess club meetup yesterday and it was so much fun.")
+    assert event.who == ["Ann"]
+    assert event.what == "went to a chess club meetup"
+    assert event.when is not None and event.when.raw == "yesterday"
+    assert event.when.start == date(2023, 5, 7) and event.when.granularity is Granularity.DAY
+    assert event.outcome == "it was so much fun"
+    assert event.sources == ["S1:1"]
+
+
+def test_the_time_phrase_and_its_preposition_are_cut_from_what() -> None:
+    event = _one("On Friday we hiked up Mount Tamal with Lucy.")
+    assert event.what == "hiked up Mount Tamal with Lucy"
+    assert event.when is not None and event.when.start == date(2023, 5, 5)
+
+
+def test_an_action_without_a_time_phrase_has_no_when() -> None:
+    event = _one("We adopted a puppy from the shelter!")
+    assert event.what == "adopted a puppy from the shelter"
+    assert event.when is None
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("I just finished my first marathon.", "finished my first marathon"),
+        ("I signed up for a pottery class.", "signed up for a pottery class"),
+        ("I've finally booked the flights.", "booked the flights"),
+        ("I had a long chat with my coach.", "had a long chat with my coach"),
+        ("I'm going to a jazz festival this month.", "going to a jazz festival"),
+        ("I'm planning to repaint the kitchen next week.", "planning to repaint the kitchen"),
+        ("I'll start my new job next week.", "will start my new job"),
+        ("Still working on opening a bakery.", "working on opening a bakery"),
+        ("Took a short trip to Rome to clear my mind.", "Took a short trip to Rome to clear my mind"),
+    ],
+)
+def test_first_person_past_and_planned_actions(text: str, what: str) -> None:
+    assert _one(text).what == what
+
+
+def test_where_is_a_named_place_after_a_preposition() -> None:
+    event = _one("Last week I flew to Lisbon for a conference.")
+    assert event.where == "Lisbon"
+    assert event.when is not None and event.when.start == date(2023, 5, 1)
+
+
+def test_where_can_be_a_common_place_noun() -> None:
+    assert _one("I took my kids to the park yesterday.").where == "the park"
+
+
+def test_where_can_be_a_place_known_in_the_kb() -> None:
+    kb = KnowledgeBase()
+    stamp = datetime(2023, 5, 1, tzinfo=UTC)
+    kb.entities["p1"] = EntityAnchor(
+        id="p1", name="Brookside", type=EntityType.PLACE, first_seen=stamp, last_seen=stamp
+    )
+    assert _one("I finally visited Brookside with my aunt.", kb=kb).where == "Brookside"
+
+
+def test_a_named_modifier_is_not_a_place() -> None:
+    assert _one("I went to a Harry Potter conference in the spring.").where is None
+
+
+def test_who_is_the_speaker_plus_people_named_in_the_clause() -> None:
+    event = _one("Anthony and I went to a charity quiz last night.")
+    assert event.who == ["Ann", "Anthony"]
+    assert event.what == "went to a charity quiz"
+
+
+def test_an_unnamed_partner_stays_in_what() -> None:
+    event = _one("My mom and I made dinner together last night!")
+    assert event.who == ["Ann"]
+    assert event.what == "made dinner together with my mom"
+
+
+@pytest.mark.parametrize(
+    ("text", "outcome"),
+    [
+        ("I entered the chess final last Saturday and won.", "won"),
+        ("I ran the city half marathon on Sunday, and I placed third!", "I placed third"),
+        ("I baked a lemon tart with almond flour - it was delicious!", "it was delicious"),
+        ("I finished my first marathon. It was brutal but worth it.", "It was brutal but worth it"),
+    ],
+)
+def test_outcome_is_a_short_result_clause(text: str, outcome: str) -> None:
+    assert _one(text).outcome == outcome
+
+
+def test_a_date_in_an_empty_sentence_dates_the_next_action() -> None:
+    event = _one("Something great happened last Friday. I ran my first marathon.")
+    assert event.what == "ran my first marathon"
+    assert event.when is not None and event.when.start == date(2023, 5, 5)
+
+
+def test_a_dated_sentence_without_first_person_is_still_an_event() -> None:
+    event = _one("Last weekend our town held a huge street festival!")
+    assert event.what == "our town held a huge street festival"
+    assert event.when is not None and event.when.start == date(2023, 5, 6)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Did you go to the concert yesterday?",
+        "How was your trip to Lisbon last week?",
+        "I would love to visit Japan next year.",
+        "I wish I had gone to the party.",
+        "If I went there, I'd be happy.",
+        "I'd go again tomorrow.",
+        "I think it was great.",
+        "I loved it!",
+        "I'll keep at it!",
+        "I'm staying positive.",
+        "Thanks! See you tomorrow!",
+        "The bowl I made is on the shelf.",
+        "Excited to see what's next.",
+        "Let's keep chasing our dreams together!",
+        "Hey! Got your back - always.",
+        "I'm gonna keep writing.",
+    ],
+)
+def test_questions_hypotheticals_states_and_chat_are_not_events(text: str) -> None:
+    assert _events(text) == []
+
+
+def test_a_question_or_congratulation_can_state_an_event_of_the_other_speaker() -> None:
+    batch = [
+        Utterance(
+            id="S1:1",
+            speaker="Ann",
+            text=(
+                "How was your trip to Lisbon last week? Congrats on winning the chess final! "
+                "How was your day?"
+            ),
+            session="S1",
+            timestamp=STAMP,
+        ),
+        Utterance(id="S1:2", speaker="Bob", text="Great, thanks.", session="S1", timestamp=STAMP),
+    ]
+    found = extract_events(batch, KnowledgeBase())
+    assert [(e.who, e.what) for e in found] == [
+        (["Bob"], "trip to Lisbon"),
+        (["Bob"], "congratulated on winning the chess final"),
+    ]
+    assert found[0].when is not None and found[0].when.start == date(2023, 5, 1)
+
+
+def test_an_event_said_twice_in_a_batch_is_kept_once_with_both_sources() -> None:
+    found = _events("I adopted a puppy!", "Ha, yes. I adopted a puppy!")
+    assert len(found) == 1
+    assert found[0].sources == ["S1:1", "S1:2"]
+
+
+def test_each_sentence_reports_its_own_event() -> None:
+    found = _events("I went to the zoo yesterday. Then we baked cookies last night.")
+    assert [e.what for e in found] == ["went to the zoo", "baked cookies"]
+
+
+def test_extraction_is_deterministic_and_leaves_the_kb_untouched() -> None:
+    texts = [
+        "I went to Lisbon with my sister last week and it was lovely!",
+        "Anthony and I went to a charity quiz last night.",
+        "I'm going to a jazz festival this month.",
+    ] * 4
+    kb = KnowledgeBase()
+    before = kb.to_dict()
+    first = _events(*texts, kb=kb)
+    second = _events(*texts, kb=kb)
+    assert [e.model_dump() for e in first] == [e.model_dump() for e in second]
+    assert kb.to_dict() == before
+
+
+def test_a_large_batch_extracts_quickly() -> None:
+    # Speed is watched through --durations; this only proves a big batch goes through whole.
+    texts = [f"I went to the market {n} days ago and it was busy." for n in range(2, 400)]
+    found = _events(*texts)
+    assert len(found) == len(texts)
+    assert all(e.what == "went to the market" for e in found)
