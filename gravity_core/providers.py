@@ -33,7 +33,7 @@ def load_chat_model(spec: str) -> ChatModel:
 
 
 def load_embedder(spec: str) -> Embedder:
-    """Create an embedder: ``minilm`` (the offline default) or ``hashing[:DIM]`` (deterministic, for tests)."""
+    """Create an embedder: ``minilm`` (offline default) or ``hashing[:DIM]`` (deterministic, for tests)."""
     from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
 
     kind, _, arg = spec.partition(":")

@@ -20,6 +20,11 @@ def kb_stats(kb: KnowledgeBase) -> dict[str, int]:
         "state_transitions": sum(len(e.transitions) for e in kb.entities.values()),
         "events": len(kb.events),
         "events_with_date": sum(1 for e in kb.events.values() if e.when is not None and e.when.resolved),
+        "events_dated_by_phrase": sum(
+            1
+            for e in kb.events.values()
+            if e.when is not None and e.when.resolved and e.when.basis == "phrase"
+        ),
         "topics": len(kb.topics),
         "topics_multi_session": sum(1 for n in topic_spans if n >= 2),
         "max_topic_sessions": max(topic_spans, default=0),

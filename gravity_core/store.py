@@ -180,7 +180,9 @@ class AnchorStore:
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, AnchorStoreError):
                 raise
-            raise AnchorStoreError(f"invalid vector index: {exc!r}", path=str(folder / "vectors.json")) from exc
+            raise AnchorStoreError(
+                f"invalid vector index: {exc!r}", path=str(folder / "vectors.json")
+            ) from exc
         return vectors
 
     @staticmethod
@@ -215,4 +217,3 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     return f"{loc}: {err['msg']}"
-

@@ -1,4 +1,4 @@
-"""Any LangChain chat model as GRAVITY's extraction model, and the OpenAI factory behind ``--model openai:NAME``."""
+"""Any LangChain chat model as GRAVITY's extraction model; the factory behind ``--model openai:NAME``."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ class LangChainChatModel:
 
     def __init__(self, model: BaseChatModel, name: str | None = None) -> None:
         self.model = model
-        self._name = name or str(getattr(model, "model_name", None) or getattr(model, "model", None) or model.get_name())
+        self._name = name or str(
+            getattr(model, "model_name", None) or getattr(model, "model", None) or model.get_name()
+        )
 
     @property
     def model_name(self) -> str:
@@ -55,7 +57,9 @@ class LangChainChatModel:
             answer: Any = self.model.invoke(_to_langchain(messages))
         except Exception as exc:
             if type(exc).__name__ in _PROVIDER_FAULTS:
-                raise ProviderError(str(exc), provider=self._name, status_code=getattr(exc, "status_code", None)) from exc
+                raise ProviderError(
+                    str(exc), provider=self._name, status_code=getattr(exc, "status_code", None)
+                ) from exc
             raise
         return answer.text if isinstance(answer, BaseMessage) else str(answer)
 

@@ -50,13 +50,41 @@ def fused_answer(messages: Sequence[Message]) -> str:
     return json.dumps(
         {
             "entities": [
-                {"name": "Maya", "type": "person", "is_speaker": True, "sources": [first],
-                 "attributes": [{"name": "location", "value": f"city of {session}", "exclusive": True, "sources": [first]}],
-                 "relations": [{"relation": "pet", "object": "Biscuit", "object_type": "pet", "sources": [first]}]},
+                {
+                    "name": "Maya",
+                    "type": "person",
+                    "is_speaker": True,
+                    "sources": [first],
+                    "attributes": [
+                        {
+                            "name": "location",
+                            "value": f"city of {session}",
+                            "exclusive": True,
+                            "sources": [first],
+                        }
+                    ],
+                    "relations": [
+                        {"relation": "pet", "object": "Biscuit", "object_type": "pet", "sources": [first]}
+                    ],
+                },
             ],
-            "events": [{"who": ["Maya"], "what": f"went running in {session}", "when": "yesterday", "sources": [first]}],
-            "topics": [{"label": "running", "keywords": ["running"], "summary": f"running in {session}",
-                        "facts": [], "sources": ids}],
+            "events": [
+                {
+                    "who": ["Maya"],
+                    "what": f"went running in {session}",
+                    "when": "yesterday",
+                    "sources": [first],
+                }
+            ],
+            "topics": [
+                {
+                    "label": "running",
+                    "keywords": ["running"],
+                    "summary": f"running in {session}",
+                    "facts": [],
+                    "sources": ids,
+                }
+            ],
         }
     )
 

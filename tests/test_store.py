@@ -31,11 +31,26 @@ EMBEDDER = HashingEmbedder(dim=64)
 
 def _kb(extra: str = "") -> KnowledgeBase:
     kb = KnowledgeBase()
-    u = Utterance(id="u1", speaker="Maya", text=f"I work at Northwind {extra}", session="s1",
-                  timestamp=datetime(2024, 3, 1, 9, tzinfo=UTC), attachments=["photo: a dog"])
+    u = Utterance(
+        id="u1",
+        speaker="Maya",
+        text=f"I work at Northwind {extra}",
+        session="s1",
+        timestamp=datetime(2024, 3, 1, 9, tzinfo=UTC),
+        attachments=["photo: a dog"],
+    )
     update = AnchorUpdate(
-        entities=[EntityObservation(name="Maya", type=EntityType.PERSON, is_speaker=True, sources=["u1"],
-                                    attributes=[AttributeObservation(name="employer", value="Northwind", exclusive=True, sources=["u1"])])],
+        entities=[
+            EntityObservation(
+                name="Maya",
+                type=EntityType.PERSON,
+                is_speaker=True,
+                sources=["u1"],
+                attributes=[
+                    AttributeObservation(name="employer", value="Northwind", exclusive=True, sources=["u1"])
+                ],
+            )
+        ],
         events=[EventObservation(who=["Maya"], what=f"started at Northwind {extra}", sources=["u1"])],
         topics=[TopicObservation(label="work", session="s1", summary="new job", sources=["u1"])],
     )
@@ -72,7 +87,9 @@ def test_files_are_plain_json(tmp_path: Path) -> None:
     assert manifest["counts"] == {"utterances": 1, "entities": 1, "events": 1, "topics": 1}
 
 
-def test_crash_while_saving_keeps_previous_generation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_while_saving_keeps_previous_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, _ = _saved(tmp_path, _kb())
     before = store.load().kb
     newer = _kb("and more")

@@ -3,4 +3,11 @@
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder, BuildReport, plan_batches
 from gravity_core.build.merge import MergeResult, apply_update
 
-__all__ = ["DEFAULT_BATCH_SIZE", "AnchorBuilder", "BuildReport", "MergeResult", "apply_update", "plan_batches"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "AnchorBuilder",
+    "BuildReport",
+    "MergeResult",
+    "apply_update",
+    "plan_batches",
+]

@@ -90,10 +90,15 @@ class AnchorBuilder:
         else:
             self.kb, self.vectors = KnowledgeBase(), AnchorVectors()
         if self.vectors.embedder and self.vectors.embedder != embedder.name:
-            msg = f"this KB was embedded with '{self.vectors.embedder}'; build it further with the same embedder"
+            msg = (
+                f"this KB was embedded with '{self.vectors.embedder}'; "
+                "build it further with the same embedder"
+            )
             raise ConfigurationError(msg)
 
-    def add(self, utterances: Iterable[Utterance], *, progress: ProgressCallback | None = None) -> BuildReport:
+    def add(
+        self, utterances: Iterable[Utterance], *, progress: ProgressCallback | None = None
+    ) -> BuildReport:
         """Extract anchors from the utterances not yet in the KB and merge them in."""
         report = BuildReport()
         fresh = self._fresh(utterances, report)

@@ -35,7 +35,9 @@ def _keep_known_sources(update: AnchorUpdate, said: Mapping[str, Utterance]) -> 
             if not sources:
                 dropped += 1
                 continue
-            getattr(kept, name).append(obs if sources == obs.sources else obs.model_copy(update={"sources": sources}))
+            getattr(kept, name).append(
+                obs if sources == obs.sources else obs.model_copy(update={"sources": sources})
+            )
     return kept, dropped
 
 

@@ -126,7 +126,9 @@ class _EntityMerger:
         for old in current:
             old.current = False
             entity.transitions.append(
-                StateTransition(attribute=obs.name, old=old.value, new=target.value, when=when, sources=list(obs.sources))
+                StateTransition(
+                    attribute=obs.name, old=old.value, new=target.value, when=when, sources=list(obs.sources)
+                )
             )
         target.current = True
 

@@ -6,7 +6,15 @@ import re
 from collections.abc import Iterable, Mapping
 
 from gravity_core.build.names import NameIndex
-from gravity_core.schema import EventAnchor, EventObservation, KnowledgeBase, TrailLink, Utterance
+from gravity_core.schema import (
+    EventAnchor,
+    EventObservation,
+    Granularity,
+    KnowledgeBase,
+    TimeRef,
+    TrailLink,
+    Utterance,
+)
 
 __all__ = ["link_trails", "merge_events"]
 
@@ -23,7 +31,8 @@ def merge_events(
     """Add event observations to ``kb``; returns the ids of new events.
 
     An observation that repeats a known event (same action reported by the same first utterance)
-    only adds its sources.
+    only adds its sources. An event whose text gave no time phrase (or one that could not be
+    resolved) is dated by the day it was mentioned, marked ``basis='mention'``.
     """
     index = NameIndex(kb)
     known = {(e.sources[0], _what_key(e.what)): e for e in kb.events.values()}
@@ -47,7 +56,7 @@ def merge_events(
             who=list(obs.who),
             who_ids=list(dict.fromkeys(who_ids)),
             what=obs.what.strip(),
-            when=obs.when,
+            when=obs.when if obs.when is not None and obs.when.resolved else _mentioned(obs, said[first]),
             where=obs.where,
             outcome=obs.outcome,
             said_at=said[first].timestamp,
@@ -58,6 +67,20 @@ def merge_events(
         known[key] = event
         added.append(event_id)
     return added
+
+
+def _mentioned(obs: EventObservation, utterance: Utterance) -> TimeRef:
+    if obs.when is not None:
+        return obs.when.model_copy(
+            update={
+                "start": utterance.day,
+                "end": utterance.day,
+                "granularity": Granularity.DAY,
+                "reference": utterance.day,
+                "basis": "mention",
+            }
+        )
+    return TimeRef.mentioned_on(utterance.day)
 
 
 def link_trails(kb: KnowledgeBase) -> None:

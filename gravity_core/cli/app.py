@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 
-import click
 import typer
 
 from gravity_core.cli import build_cmd, stats_cmd
@@ -37,22 +36,29 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     command = typer.main.get_command(make_app())
     try:
-        command.main(args=argv, prog_name="gravity", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+        result = command.main(args=argv, prog_name="gravity", standalone_mode=False)
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.UsageError as exc:
-        _fail(f"{exc.format_message()} (see 'gravity {_command_of(exc)}--help')", EXIT_USAGE)
-    except click.Abort:
+    except typer.Abort:
         _fail("aborted", EXIT_FAILURE)
     except GravityError as exc:
         _fail(str(exc), EXIT_FAILURE)
     except KeyboardInterrupt:
         _fail("interrupted; what was saved at the last checkpoint is kept", EXIT_FAILURE)
+    except Exception as exc:
+        # Typer bundles its own copy of click, so usage errors are recognised by shape, not class.
+        format_message = getattr(exc, "format_message", None)
+        if format_message is None or not hasattr(exc, "exit_code"):
+            raise
+        _fail(f"{format_message()} (see 'gravity {_command_of(exc)}--help')", EXIT_USAGE)
+    if isinstance(result, int) and result:
+        sys.exit(result)
 
 
-def _command_of(exc: click.UsageError) -> str:
-    ctx = exc.ctx
-    return f"{ctx.info_name} " if ctx is not None and ctx.parent is not None and ctx.info_name else ""
+def _command_of(exc: Exception) -> str:
+    ctx = getattr(exc, "ctx", None)
+    name = getattr(ctx, "info_name", None)
+    return f"{name} " if name and getattr(ctx, "parent", None) is not None else ""
 
 
 def _fail(message: str, code: int) -> None:

@@ -25,7 +25,9 @@ class ExtractorKind(StrEnum):
     LLM = "llm"
 
 
-def _extractor(kind: ExtractorKind, model: str | None, fused: bool, store: AnchorStore, embedder: Embedder) -> Extractor:
+def _extractor(
+    kind: ExtractorKind, model: str | None, fused: bool, store: AnchorStore, embedder: Embedder
+) -> Extractor:
     if kind is ExtractorKind.OFFLINE:
         if model:
             raise ConfigurationError("--model is for --extractor llm; the offline extractor uses no model")
@@ -33,7 +35,9 @@ def _extractor(kind: ExtractorKind, model: str | None, fused: bool, store: Ancho
 
         return OfflineExtractor(embedder)
     if not model:
-        raise ConfigurationError("--extractor llm needs --model provider:name, e.g. --model openai:gpt-4o-mini")
+        raise ConfigurationError(
+            "--extractor llm needs --model provider:name, e.g. --model openai:gpt-4o-mini"
+        )
     from gravity_core.extract.llm import LLMExtractor
     from gravity_core.llm.cache import ResponseCache
 
@@ -41,13 +45,25 @@ def _extractor(kind: ExtractorKind, model: str | None, fused: bool, store: Ancho
 
 
 def build(
-    input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="LoCoMo, LongMemEval or utterance JSON/JSONL.")],
+    input_path: Annotated[
+        Path, typer.Argument(metavar="INPUT", help="LoCoMo, LongMemEval or utterance JSON/JSONL.")
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="KB folder to create or extend.")],
-    sample: Annotated[str | None, typer.Option(help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id.")] = None,
-    extractor: Annotated[ExtractorKind, typer.Option(help="offline (no model) or llm.")] = ExtractorKind.OFFLINE,
-    model: Annotated[str | None, typer.Option(help="Chat model for --extractor llm, as provider:name.")] = None,
-    fused: Annotated[bool, typer.Option("--fused/--modules", help="LLM: one call per batch, or one per module.")] = True,
-    batch_size: Annotated[int, typer.Option(min=1, help="Utterances per extractor call.")] = DEFAULT_BATCH_SIZE,
+    sample: Annotated[
+        str | None, typer.Option(help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id.")
+    ] = None,
+    extractor: Annotated[
+        ExtractorKind, typer.Option(help="offline (no model) or llm.")
+    ] = ExtractorKind.OFFLINE,
+    model: Annotated[
+        str | None, typer.Option(help="Chat model for --extractor llm, as provider:name.")
+    ] = None,
+    fused: Annotated[
+        bool, typer.Option("--fused/--modules", help="LLM: one call per batch, or one per module.")
+    ] = True,
+    batch_size: Annotated[
+        int, typer.Option(min=1, help="Utterances per extractor call.")
+    ] = DEFAULT_BATCH_SIZE,
     embedder: Annotated[str, typer.Option(help="minilm (offline default) or hashing[:DIM].")] = "minilm",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
@@ -62,13 +78,22 @@ def build(
         store=store,
     )
     console = Console(stderr=True, quiet=quiet)
-    columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TextColumn("utterances"), TimeElapsedColumn())
+    columns = (
+        TextColumn("building"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("utterances"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("build", total=None)
-        report = builder.add(utterances, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        report = builder.add(
+            utterances, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
     counts = kb_stats(builder.kb)
     console.print(
         f"{output}: +{report.added} utterances ({report.skipped} already in the KB), "
         f"{counts['entities']} entities, {counts['events']} events, {counts['topics']} topics"
-        + (f", {report.failed_batches} failed batch(es)" if report.failed_batches else "")
+        + (f", {report.failed_batches} failed batch(es)" if report.failed_batches else ""),
+        soft_wrap=True,
     )

@@ -190,6 +190,8 @@ class TopicAnchor(BaseModel):
     keywords: list[str] = Field(default_factory=list)
     participants: list[str] = Field(default_factory=list)
     sessions: list[str] = Field(default_factory=list, description="Sessions it spans, in time order.")
-    arc: list[ArcSnapshot] = Field(default_factory=list, description="One snapshot per session, in time order.")
+    arc: list[ArcSnapshot] = Field(
+        default_factory=list, description="One snapshot per session, in time order."
+    )
     key_facts: list[Fact] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)

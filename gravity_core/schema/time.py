@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,6 +38,13 @@ class TimeRef(BaseModel):
     reference: date | None = Field(
         default=None, description="The date the phrase was resolved against (the session date)."
     )
+    basis: Literal["phrase", "mention"] = Field(
+        default="phrase",
+        description=(
+            "'phrase': resolved from a time phrase in the text. 'mention': the text gave no time, so the "
+            "interval is the day the event was mentioned (it happened then or shortly before)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> TimeRef:
@@ -57,10 +65,18 @@ class TimeRef(BaseModel):
             return False
         return self.start <= end and start <= self.end
 
+    @classmethod
+    def mentioned_on(cls, day: date) -> TimeRef:
+        """The fallback time of an event reported without a time phrase: the day it was mentioned."""
+        return cls(raw="", start=day, end=day, granularity=Granularity.DAY, reference=day, basis="mention")
+
     def label(self) -> str:
         """A human-readable rendering of the interval, e.g. '7 May 2023' or 'May 2023'."""
         if self.start is None or self.end is None:
             return self.raw
+        if self.basis == "mention":
+            said = f"mentioned {self.start.day} {self.start:%B %Y}"
+            return f"{self.raw}, {said}" if self.raw else said
         if self.granularity is Granularity.DAY or self.start == self.end:
             return f"{self.start.day} {self.start:%B %Y}"
         if self.granularity is Granularity.MONTH:
