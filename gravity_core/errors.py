@@ -38,9 +38,7 @@ class MissingDependencyError(ConfigurationError, ImportError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(
-            f"{purpose} needs the '{package}' package: pip install 'gravity-memory[{extra}]'"
-        )
+        super().__init__(f"{purpose} needs the '{package}' package: pip install 'gravity-memory[{extra}]'")
 
 
 class InputDataError(GravityError, ValueError):

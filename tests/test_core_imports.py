@@ -9,7 +9,8 @@ SCRIPT = """
 import importlib, pkgutil, sys
 import gravity_core
 for info in pkgutil.walk_packages(gravity_core.__path__, "gravity_core."):
-    importlib.import_module(info.name)
+    if not info.name.endswith("__main__"):
+        importlib.import_module(info.name)
 heavy = {"langchain", "langchain_core", "llama_index", "onnxruntime", "chromadb"}
 bad = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
 print(",".join(bad))

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 _TRIGGER = re.compile(
     r"\d|day|night|tomorrow|tmrw|week|month|year|ago|recent|lately|while|summer|winter|spring|fall|autumn"
     r"|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|christmas|halloween|thanksgiving|easter|valentine"
-    r"|decade|fortnight|morning|afternoon|evening",
+    r"|decade|fortnight|morning|afternoon|evening|\b(?:mon|tue|wed|thu|fri|sat|sun)",
     re.IGNORECASE,
 )
 

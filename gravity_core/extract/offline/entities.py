@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gravity_core.extract.offline.text import (
+    COMMON_WORDS,
     FIRST_NAMES,
+    NON_NAME_WORDS,
     ORGANIZATION_WORDS,
     PLACE_NAMES,
     PLACE_WORDS,
@@ -341,12 +343,30 @@ def _person_names(raw: str) -> list[str]:
             break
         name = re.sub(r"'s?$", "", match.group(1))
         first = name.split()[0].lower()
-        if first in _BAD_VALUE_START or first in {"i", "my", "we", "our"} or not _looks_like_name(name):
+        if (
+            first in _BAD_VALUE_START
+            or first in {"i", "my", "we", "our"}
+            or _common_word(first)
+            or not _looks_like_name(name)
+        ):
             break
         out.append(name)
         if match.end() < len(part.rstrip(" .!?")):
             break
     return out
+
+
+# First names that end like adverbs; any other capitalized "-ly" word ("Thankfully") is no name.
+_LY_NAMES = word_set("ally beverly carly everly kimberly lily molly polly sally shelly emily kelly holly")
+
+
+def _common_word(word: str) -> bool:
+    """A word that is never a person's name: a common word, an interjection or an "-ly" adverb."""
+    if len(word) < 2:
+        return True
+    if word in FIRST_NAMES or word in _LY_NAMES:
+        return False
+    return word in COMMON_WORDS or word in NON_NAME_WORDS or (word.endswith("ly") and len(word) > 4)
 
 
 def _looks_like_name(name: str) -> bool:
@@ -884,7 +904,10 @@ def _attachment_caption(attachment: str) -> str | None:
 
 
 def _speaker_alias(name: str, speakers: Iterable[str]) -> str | None:
-    """The speaker ``name`` is a short form of ("Mel" -> "Melanie"), if exactly one."""
+    """The speaker ``name`` is a short form of ("Mel" -> "Melanie"), if exactly one.
+
+    A one-letter typo of a short form counts too ("Mell" -> "Melanie").
+    """
     if " " in name or len(name) < 2:
         return None
     low = name.casefold()
@@ -895,9 +918,23 @@ def _speaker_alias(name: str, speakers: Iterable[str]) -> str | None:
         and (
             s.split()[0].casefold().startswith(low)
             or (low.startswith(s.split()[0].casefold()) and len(low) - len(s.split()[0]) <= 2)
+            or _typo_of_prefix(low, s.split()[0].casefold())
         )
     ]
     return hits[0] if len(hits) == 1 else None
+
+
+def _typo_of_prefix(low: str, first: str) -> bool:
+    """Whether ``low`` (4+ letters) is a prefix of ``first`` with one letter doubled ("mell", "melanie").
+
+    Only a doubled letter counts: "carl" is not a typo of "caroline".
+    """
+    if len(low) < 4:
+        return False
+    return any(
+        low[k] == low[k - 1] and first.startswith(low[:k] + low[k + 1 :]) and low[: k + 1] != first[: k + 1]
+        for k in range(1, len(low))
+    )
 
 
 def extract_entities(batch: Sequence[Utterance], kb: KnowledgeBase) -> list[EntityObservation]:

@@ -67,6 +67,10 @@ _PLAN = re.compile(
     r"scheduled\s+to|signed\s+up\s+(?:to|for)|(?:really\s+)?excited\s+to)\s+[A-Za-z]",
     re.IGNORECASE,
 )
+_CONSIDER = re.compile(
+    r"(?:'m|am|are|'re)\s+" + _ADVERBS + r"(?:thinking\s+(?:about|of)|considering)\s+(?P<verb>[a-z]+ing)\b",
+    re.IGNORECASE,
+)
 _WILL = re.compile(r"(?:'ll|will)\s+" + _ADVERBS + r"(?P<verb>[A-Za-z]+)", re.IGNORECASE)
 _PROGRESSIVE = re.compile(r"(?:'m|am|are|'re)\s+" + _ADVERBS + r"(?P<verb>[a-z]+ing)\b", re.IGNORECASE)
 _PAST = re.compile(
@@ -159,6 +163,12 @@ def _verb_start(sentence: str, pos: int, dated: bool) -> tuple[int, str] | None:
     raw = sentence[pos:]
     rest = raw.lstrip()
     base = pos + len(raw) - len(rest)
+    considered = _CONSIDER.match(rest)
+    if considered is not None:
+        # "We're thinking about going camping": a plan; ``what`` is "going camping".
+        if not dated and considered.group("verb").lower() in _VAGUE_PROGRESSIVE - {"going"}:
+            return None
+        return base + considered.start("verb"), ""
     if _HYPOTHETICAL.match(rest):
         return None
     plan = _PLAN.match(rest)
@@ -375,6 +385,54 @@ def _tidy(text: str, max_words: int) -> str:
     return text.strip()
 
 
+# Lead-ins of saying, wanting or showing before the content: "I wanted to tell you about ...".
+_LEAD_IN = re.compile(
+    r"^(?:(?:I|we)\s+(?:just\s+|really\s+|also\s+)?(?:wanted|want|wanna|had|have|'ve\s+got|needed|need)\s+to\s+"
+    r"(?:tell|share|show|update)\b(?:\s+(?:with\s+)?(?:you|y'all|u))?(?:\s+(?:about|that|on))?"
+    r"|(?:here's|here\s+is|here\s+are|this\s+is|these\s+are|check\s+out)\s+(?:(?:a|an|the|my|our|some|this|one"
+    r"|another)\s+)?(?:\w+\s+)?(?:pic|photo|picture|shot|snap|snapshot|video|selfie)s?\b(?:\s+(?:of|from))?"
+    r"(?:\s+when\b)?)\s*",
+    re.IGNORECASE,
+)
+# A progressive said with its subject: "I've been looking into ..." -> "looking into ...".
+_SUBJECT_ING = re.compile(
+    r"^(?:I|we)(?:'ve\s+been|'m|'re|\s+(?:have\s+been|am|are|was|were))\s+" + _ADVERBS + r"(?=[a-z]+ing\b)",
+    re.IGNORECASE,
+)
+_OBJECT_FIRST_CLAUSE = re.compile(
+    r"^(?P<obj>(?:a|an|the|this|these|that|those|my|our|some)\s+(?:[\w'\-]+\s+){1,4}?)(?:I|we)\s+"
+    r"(?P<verb>made|did|painted|drew|took|wrote|bought|built|baked|cooked|got|read|found|knitted|sewed|"
+    r"designed|created|finished)\b\s*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_PREPOSITION_START = re.compile(r"(?:in|at|for|with|from|on|during|last|this|yesterday|recently)\b", re.IGNORECASE)
+# Clauses whose subject is not a participant: "It made me reflect ...", "That was ...".
+_NOT_PARTICIPANT = re.compile(
+    r"(?:it|this|that|there|which)(?:'s|\s+(?:was|is|were|are|made|makes|has|had|feels|felt|seems|seemed|"
+    r"reminds|reminded|means|meant|gets|got|really|just|will|would|took|takes|helped|helps))\b",
+    re.IGNORECASE,
+)
+
+
+def _action_clause(what: str) -> str:
+    """``what`` without lead-ins: "I wanted to tell you about my trip" -> "my trip",
+    "Here's a pic from when we met up" -> "met up", "a bowl I made" -> "made a bowl"."""
+    lead = _LEAD_IN.match(what)
+    if lead is not None and lead.end() < len(what):
+        what = re.sub(r"^(?:I|we)\s+", "", what[lead.end() :])
+    subject = _SUBJECT_ING.match(what)
+    if subject is not None:
+        what = what[subject.end() :]
+    made = _OBJECT_FIRST_CLAUSE.match(what)
+    if made is not None:
+        obj = made.group("obj").strip()
+        obj = obj[0].lower() + obj[1:]
+        rest = made.group("rest")
+        keep = f" {rest}" if rest and _PREPOSITION_START.match(rest) else ""
+        what = f"{made.group('verb').lower()} {obj}{keep}"
+    return what
+
+
 @dataclass
 class _Draft:
     who: list[str]
@@ -512,10 +570,11 @@ def _sentence_events(
     raw_what = _remove_times(sentence[start:end], start, [m for m in local if start <= m.start < end])
     what = _tidy(re.sub(r"^\s*'s\s+", "", raw_what), _MAX_WHAT_WORDS)
     what = re.sub(r",\s*[A-Z][a-z]+$", "", what)  # a trailing vocative: "..., Gina"
+    what = _action_clause(what)
     if len(what.split()) < 2:
         return None
-    if not actions and len(content_words(what)) < 2:
-        return None  # "See you tomorrow!"
+    if not actions and (len(content_words(what)) < 2 or _NOT_PARTICIPANT.match(what)):
+        return None  # "See you tomorrow!", "It made me think"
     what = prefix + what
     if partner and partner.lower().startswith(("my ", "our ")):
         what = f"{what} with {partner[0].lower()}{partner[1:]}"

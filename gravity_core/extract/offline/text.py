@@ -357,9 +357,11 @@ def find_names(
         value = text[start:end]
         if end_possessive:
             value = _base(value)[0]
-            end = start + len(value)
-        # A leading title ("Dr. Smith") is part of the name; a lone title is not a name.
-        if value.lower().rstrip(".") in _TITLES and j == i:
+        value = value.rstrip("'")  # a closing single quote: "'Blue Hour' is..."
+        end = start + len(value)
+        # A leading title ("Dr. Smith") is part of the name; a lone title is not a name, nor is a
+        # single letter ("R&R", "plan B").
+        if (value.lower().rstrip(".") in _TITLES and j == i) or len(value.rstrip(".")) < 2:
             i = j + 1
             continue
         names.append(NameMention(value, start, end, possessive=end_possessive))
@@ -368,6 +370,8 @@ def find_names(
 
 
 _TITLE_RE = re.compile(r'"([^"\n]{2,80})"')
+# 'Blue Hour': single quotes around a title; an apostrophe inside is only a possessive ("Mom's").
+_SINGLE_TITLE_RE = re.compile(r"(?<![\w'])'([A-Z](?:[^'\n]|'(?=s\b)){1,79}?)'(?![\w'])")
 _TITLE_CUES = re.compile(
     r"\b(?:book|books|novel|movie|movies|film|song|songs|album|show|series|play|poem|story|game|"
     r"called|titled|named|read|reading|watched|watching|saw|seen|listened|listening|playing|played|"
@@ -379,11 +383,14 @@ _TITLE_CUES = re.compile(
 def find_titles(sentence: str) -> list[NameMention]:
     """Titles written in quotes (books, movies, songs): short, title-cased or after a cue word.
 
-    A quoted full sentence (a quotation, a motto) is not a title.
+    Double or single quotes; a quoted full sentence (a quotation, a motto) is not a title.
     """
     text = normalize_quotes(sentence)
     out: list[NameMention] = []
-    for match in _TITLE_RE.finditer(text):
+    matches = sorted([*_TITLE_RE.finditer(text), *_SINGLE_TITLE_RE.finditer(text)], key=lambda m: m.start())
+    for match in matches:
+        if out and match.start() < out[-1].end:
+            continue  # single quotes inside a double-quoted title
         inner = match.group(1).strip()
         words = inner.split()
         if not words or len(words) > 8 or not is_capitalized(words[0]):

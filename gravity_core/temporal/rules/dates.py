@@ -116,8 +116,10 @@ def _month(m: re.Match[str], ctx: ScanContext) -> Hit | None:
 
 _DAY_OF_MONTH = (
     re.compile(
-        rf"\bon\s+(?P<core>the\s+(?P<d>\d{{1,2}}){_ORDINAL})\b(?!\s+of\b)"
-        r"(?=\s*(?:[.,;:!?)]|$)|\s+(?:and|or|at|in|when|but|so|because|too|as|we|i)\b)",
+        rf"\bon\s+(?P<core>the\s+(?P<d>\d{{1,2}}){_ORDINAL})\b(?!\s+of\b(?!\s+(?:the|this|last)\s+month\b))"
+        # Only where a new phrase follows: 'on the 5th floor' or 'on the 3rd try' is no date.
+        r"(?=\s*(?:[.,;:!?)\-\u2013\u2014]|$)|\s+(?:and|or|at|in|when|but|so|because|too|as|we|i|with|to|for"
+        r"|from|my|our|the|this|that|then|he|she|they|it|of|after|before|which|while|if|until|till|yet)\b)",
         _I,
     ),
     re.compile(rf"\b(?P<core>(?:the\s+)?(?P<d>\d{{1,2}}){_ORDINAL})\b", _I),
