@@ -14,17 +14,23 @@ from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import AnchorKind, KnowledgeBase
 
-__all__ = ["AnchorVectors", "KindVectors", "anchor_texts"]
+__all__ = ["SUMMARY_KIND", "VECTOR_KINDS", "AnchorVectors", "KindVectors", "anchor_texts"]
 
 logger = logging.getLogger(__name__)
 
 
-def anchor_texts(kb: KnowledgeBase, kind: AnchorKind) -> dict[str, str]:
-    """Compact text of every anchor of ``kind``, by id, in KB order."""
-    render: Mapping[AnchorKind, Callable[[KnowledgeBase], dict[str, str]]] = {
+#: Vectors are kept for the three anchor kinds and for the batch summaries of the '+Sum' baseline.
+SUMMARY_KIND = "summary"
+VECTOR_KINDS: tuple[str, ...] = (*(k.value for k in AnchorKind), SUMMARY_KIND)
+
+
+def anchor_texts(kb: KnowledgeBase, kind: str) -> dict[str, str]:
+    """Compact text of every anchor of ``kind`` (an AnchorKind or ``"summary"``), by id, in KB order."""
+    render: Mapping[str, Callable[[KnowledgeBase], dict[str, str]]] = {
         AnchorKind.ENTITY: lambda k: {i: entity_text(a) for i, a in k.entities.items()},
         AnchorKind.EVENT: lambda k: {i: event_text(a) for i, a in k.events.items()},
         AnchorKind.TOPIC: lambda k: {i: topic_text(a) for i, a in k.topics.items()},
+        SUMMARY_KIND: lambda k: {i: s.text for i, s in k.summaries.items()},
     }
     return render[kind](kb)
 
@@ -52,9 +58,9 @@ class AnchorVectors:
 
     embedder: str = ""
     dim: int = 0
-    kinds: dict[AnchorKind, KindVectors] = field(default_factory=dict)
+    kinds: dict[str, KindVectors] = field(default_factory=dict)
 
-    def get(self, kind: AnchorKind) -> KindVectors:
+    def get(self, kind: str) -> KindVectors:
         """Vectors of one kind (empty when none were computed)."""
         return self.kinds.get(kind, KindVectors(matrix=np.zeros((0, self.dim), dtype=np.float32)))
 
@@ -75,7 +81,7 @@ class AnchorVectors:
             raise ConfigurationError(msg)
         self.embedder, self.dim = embedder.name, embedder.dim
         embedded = 0
-        for kind in AnchorKind:
+        for kind in VECTOR_KINDS:
             texts = anchor_texts(kb, kind)
             old = self.get(kind)
             old_rows = old.row_of()

@@ -28,5 +28,6 @@ def kb_stats(kb: KnowledgeBase) -> dict[str, int]:
         "topics": len(kb.topics),
         "topics_multi_session": sum(1 for n in topic_spans if n >= 2),
         "max_topic_sessions": max(topic_spans, default=0),
+        "summaries": len(kb.summaries),
         "failed_batches": len(kb.build.failed_batches),
     }

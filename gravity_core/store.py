@@ -4,9 +4,9 @@ Layout of a KB folder::
 
     manifest.json            schema version, current generation, counts, embedder
     g000007/                 one complete generation of the KB
-        utterances.json  entities.json  events.json  topics.json  build.json
+        utterances.json  entities.json  events.json  topics.json  summaries.json  build.json
         vectors.json             ids and text digests of each kind's rows
-        vectors-entity.npy  vectors-event.npy  vectors-topic.npy
+        vectors-entity.npy  vectors-event.npy  vectors-topic.npy  vectors-summary.npy
     cache/                   model response cache (LLM extractors)
 
 A save writes a new generation folder next to the current one, then replaces ``manifest.json``
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
-from gravity_core.schema import SCHEMA_VERSION, AnchorKind, KnowledgeBase
+from gravity_core.schema import SCHEMA_VERSION, KnowledgeBase
 
 __all__ = ["MANIFEST", "AnchorStore", "LoadedKB", "write_json_atomic"]
 
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 _GENERATION = re.compile(r"^g(\d{6})$")
 _KEEP_GENERATIONS = 2
+_PARTS = ("utterances", "entities", "events", "topics", "summaries", "build")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -109,6 +110,7 @@ class AnchorStore:
                 "entities": len(kb.entities),
                 "events": len(kb.events),
                 "topics": len(kb.topics),
+                "summaries": len(kb.summaries),
             },
         }
         write_json_atomic(self.directory / MANIFEST, manifest)
@@ -136,7 +138,7 @@ class AnchorStore:
         generation: int = manifest["generation"]
         folder = self.directory / f"g{generation:06d}"
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
-        for part in ("utterances", "entities", "events", "topics", "build"):
+        for part in _PARTS:
             data[part] = self._read_json(folder / f"{part}.json")
         try:
             kb = KnowledgeBase.from_dict(data)
@@ -147,13 +149,13 @@ class AnchorStore:
 
     def _write_generation(self, folder: Path, kb: KnowledgeBase, vectors: AnchorVectors) -> None:
         dumped = kb.to_dict()
-        for part in ("utterances", "entities", "events", "topics", "build"):
+        for part in _PARTS:
             write_json_atomic(folder / f"{part}.json", dumped[part])
         index: dict[str, Any] = {"embedder": vectors.embedder, "dim": vectors.dim, "kinds": {}}
-        for kind in AnchorKind:
+        for kind in VECTOR_KINDS:
             kv = vectors.get(kind)
-            index["kinds"][kind.value] = {"ids": kv.ids, "digests": kv.digests}
-            with open(folder / f"vectors-{kind.value}.npy", "wb") as handle:
+            index["kinds"][kind] = {"ids": kv.ids, "digests": kv.digests}
+            with open(folder / f"vectors-{kind}.npy", "wb") as handle:
                 np.save(handle, np.ascontiguousarray(kv.matrix, dtype=np.float32), allow_pickle=False)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -163,9 +165,9 @@ class AnchorStore:
         index = self._read_json(folder / "vectors.json")
         try:
             vectors = AnchorVectors(embedder=str(index["embedder"]), dim=int(index["dim"]))
-            for kind in AnchorKind:
-                entry = index["kinds"][kind.value]
-                path = folder / f"vectors-{kind.value}.npy"
+            for kind in VECTOR_KINDS:
+                entry = index["kinds"][kind]
+                path = folder / f"vectors-{kind}.npy"
                 try:
                     matrix = np.load(path, allow_pickle=False)
                 except (OSError, ValueError) as exc:

@@ -372,3 +372,59 @@ def test_a_large_batch_extracts_quickly() -> None:
     found = {e.name: e for e in extract_entities(batch, KnowledgeBase())}
     assert len(found["Ann"].sources) == 300
     assert found["Lisbon"].type is EntityType.PLACE
+
+
+# --------------------------------------------------------------------------- precision
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Thankfully, my brother is fine after the fall.",
+        "Honestly, my aunt makes the best soup.",
+        "Anyway, my cousin says hi.",
+    ],
+)
+def test_a_sentence_initial_adverb_is_never_a_relation_object(text: str) -> None:
+    found = _run(("Ann", text), ("Bob", "Good to hear."))
+    assert found["Ann"].relations == []
+    assert not {"Thankfully", "Honestly", "Anyway"} & set(found)
+
+
+def test_a_name_before_my_relation_is_still_a_relation() -> None:
+    found = _run(("Ann", "Kelly, my sister, is visiting."), ("Bob", "Fun!"))
+    assert [(r.relation, r.object) for r in found["Ann"].relations] == [("sister", "Kelly")]
+
+
+def test_a_single_letter_is_never_an_entity() -> None:
+    found = _run(("Ann", "I need some R&R and a plan B."), ("Bob", "Same here."))
+    assert set(found) == {"Ann", "Bob"}
+
+
+def test_a_doubled_letter_typo_of_a_speaker_short_name_is_an_alias() -> None:
+    found = _run(("Ann", "Hi Danielle!"), ("Danielle", "Hey Ann!"), ("Ann", "Thanks, Dann! See you soon."))
+    assert "Dann" in found["Danielle"].aliases
+    assert "Dann" not in found
+
+
+def test_a_name_sharing_letters_with_a_speaker_is_not_an_alias() -> None:
+    found = _run(("Ann", "Carl came over."), ("Caroline", "Nice!"))
+    assert "Carl" in found and "Carl" not in found["Caroline"].aliases
+
+
+def test_single_quoted_titles_are_works_without_the_quote() -> None:
+    titles = find_titles("My latest piece, 'Quiet Harbor', took weeks.")
+    assert [(t.text, t.quoted) for t in titles] == [("Quiet Harbor", True)]
+    found = _run(("Ann", "My latest piece, 'Quiet Harbor', took weeks."), ("Bob", "Wow."))
+    assert found["Quiet Harbor"].type is EntityType.WORK
+    assert "Quiet Harbor'" not in found
+
+
+def test_a_single_quoted_group_name_is_an_organization() -> None:
+    found = _run(("Ann", "Our club, 'Green Thumbs United', meets on Sundays."), ("Bob", "Cool."))
+    assert found["Green Thumbs United"].type is EntityType.ORGANIZATION
+
+
+def test_apostrophes_inside_single_quoted_titles_are_possessives_only() -> None:
+    assert [t.text for t in find_titles("I read 'Grandpa's Boat' twice.")] == ["Grandpa's Boat"]
+    assert find_titles("It's Ann's and Tom's turn, isn't it") == []

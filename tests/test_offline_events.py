@@ -216,3 +216,40 @@ def test_a_large_batch_extracts_quickly() -> None:
     found = _events(*texts)
     assert len(found) == len(texts)
     assert all(e.what == "went to the market" for e in found)
+
+
+# --------------------------------------------------------------------------- clean action clauses
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("I wanted to tell you about my chess tournament last weekend.", "my chess tournament"),
+        ("Here's a photo from when we went kayaking last Sunday!", "we went kayaking"),
+        ("Here's a pic of the treehouse from last weekend.", "the treehouse"),
+        ("I've been learning the cello lately.", "learning the cello"),
+        ("I'm hosting a board game night next week.", "hosting a board game night"),
+        ("This scarf I knitted last month keeps me warm.", "knitted this scarf"),
+        ("Here's a vase I made yesterday.", "made a vase"),
+    ],
+)
+def test_lead_ins_are_dropped_from_what(text: str, what: str) -> None:
+    assert _one(text).what == what
+
+
+def test_a_clause_without_a_participant_action_is_not_an_event() -> None:
+    assert _events("It made me think about how far I've come since last year.") == []
+    assert _events("That was the best part of last week.") == []
+
+
+def test_thinking_about_doing_is_a_plan_with_the_plan_as_what() -> None:
+    event = _one("We're thinking about going fishing next month.")
+    assert event.what == "going fishing"
+    assert event.when is not None and event.when.start == date(2023, 6, 1)
+    assert _one("I'm considering adopting a kitten.").what == "adopting a kitten"
+
+
+def test_abbreviated_weekdays_date_the_event_and_leave_what() -> None:
+    event = _one("I joined a book club last Thurs.")
+    assert event.what == "joined a book club"
+    assert event.when is not None and event.when.start == date(2023, 5, 4)

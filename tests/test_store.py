@@ -84,7 +84,7 @@ def test_files_are_plain_json(tmp_path: Path) -> None:
     folder = store.directory / f"g{manifest['generation']:06d}"
     entities = json.loads((folder / "entities.json").read_text())
     assert entities["maya"]["attributes"][0]["sources"] == ["u1"]
-    assert manifest["counts"] == {"utterances": 1, "entities": 1, "events": 1, "topics": 1}
+    assert manifest["counts"] == {"utterances": 1, "entities": 1, "events": 1, "topics": 1, "summaries": 0}
 
 
 def test_crash_while_saving_keeps_previous_generation(

@@ -393,3 +393,36 @@ def test_importing_temporal_does_not_import_dateparser() -> None:
     code = "import sys, gravity_core.temporal; print('dateparser' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("text", "raw", "day_"),
+    [
+        ("We signed up for a climbing club last Tues.", "last Tues", "2023-05-02"),
+        ("She called me last Tue about the trip", "last Tue", "2023-05-02"),
+        ("I baked bread last Fri and it flopped.", "last Fri", "2023-05-05"),
+        ("Last Wed. we painted the fence.", "Last Wed", "2023-05-03"),
+    ],
+)
+def test_find_weekday_abbreviations_after_last(text: str, raw: str, day_: str) -> None:
+    assert spans(text) == [(raw, d(day_), d(day_))]
+
+
+@pytest.mark.parametrize(
+    ("text", "raw", "day_"),
+    [
+        ("My cousin visited on the 3rd with her twins.", "the 3rd", "2023-05-03"),
+        ("He fixed my bike on the 2nd to save me money.", "the 2nd", "2023-05-02"),
+        ("I had my exam on the 15th of the month.", "the 15th", "2023-04-15"),  # 15 May is after 8 May
+        ("We moved on the 20th - what a week.", "the 20th", "2023-04-20"),
+    ],
+)
+def test_find_day_of_month_followed_by_more_words(text: str, raw: str, day_: str) -> None:
+    assert spans(text) == [(raw, d(day_), d(day_))]
+
+
+@pytest.mark.parametrize(
+    "text", ["My flat is on the 5th floor.", "I finally passed on the 3rd try.", "I sat on the sofa."]
+)
+def test_find_skips_ordinals_that_are_not_dates(text: str) -> None:
+    assert find_time_expressions(text, LOCOMO) == []

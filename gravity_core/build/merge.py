@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from gravity_core.build.merge_entities import merge_entities
 from gravity_core.build.merge_events import link_trails, merge_events
+from gravity_core.build.merge_summaries import merge_summaries
 from gravity_core.build.merge_topics import assign_event_topics, merge_topics
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
@@ -29,7 +30,7 @@ def _keep_known_sources(update: AnchorUpdate, said: Mapping[str, Utterance]) -> 
     """Drop source ids that name no utterance, and observations left with none."""
     dropped = 0
     kept = AnchorUpdate()
-    for name in ("entities", "events", "topics"):
+    for name in ("entities", "events", "topics", "summaries"):
         for obs in getattr(update, name):
             sources = [s for s in obs.sources if s in said]
             if not sources:
@@ -52,6 +53,7 @@ def apply_update(kb: KnowledgeBase, update: AnchorUpdate, batch: Sequence[Uttera
     entities = merge_entities(kb, update.entities, said)
     topics = merge_topics(kb, update.topics, said)
     events = merge_events(kb, update.events, said)
+    merge_summaries(kb, update.summaries, said)
     assign_event_topics(kb, events)
     link_trails(kb)
     return MergeResult(entities=entities, events=events, topics=topics, dropped=dropped)

@@ -26,7 +26,9 @@ from gravity_core.prompts import (
     ENTITIES,
     EVENTS,
     FUSED,
+    SUMMARIES,
     TOPICS,
+    BatchSummary,
     EntityExtraction,
     EventExtraction,
     ExtractedEntity,
@@ -46,6 +48,7 @@ from gravity_core.schema import (
     EventObservation,
     KnowledgeBase,
     RelationObservation,
+    SummaryObservation,
     TimeRef,
     TopicObservation,
     Utterance,
@@ -262,6 +265,22 @@ class _BatchConverter:
         return observations
 
 
+def _summary_observations(answer: BatchSummary, batch: Sequence[Utterance]) -> list[SummaryObservation]:
+    """The batch summary, attributed to each session it cites (all of the batch when it cites none)."""
+    known = {u.id: u for u in batch}
+    cited = [known[s] for s in answer.sources if s in known] or list(batch)
+    sessions = dict.fromkeys(u.session for u in cited)
+    return [
+        SummaryObservation(
+            session=session,
+            text=answer.summary,
+            sources=[u.id for u in cited if u.session == session],
+        )
+        for session in sessions
+        if answer.summary.strip()
+    ]
+
+
 class LLMExtractor:
     """Extracts entities, events and topics from a batch with a chat model.
 
@@ -280,6 +299,8 @@ class LLMExtractor:
         max_known_entities: how many known entities the prompts list.
         max_known_topics: how many known topics the prompts list.
         exclusive_attributes: attribute names always treated as single-valued.
+        summaries: also ask for a free-form summary of each batch (one more call per batch),
+            kept for the '+Sum' baseline of the evaluation.
 
     Raises:
         ConfigurationError: unknown modules, or a prompt library whose response models the
@@ -298,6 +319,7 @@ class LLMExtractor:
         max_known_entities: int = DEFAULT_MAX_KNOWN_ENTITIES,
         max_known_topics: int = DEFAULT_MAX_KNOWN_TOPICS,
         exclusive_attributes: Collection[str] = DEFAULT_EXCLUSIVE_ATTRIBUTES,
+        summaries: bool = False,
     ) -> None:
         modules = tuple(dict.fromkeys(modules))
         unknown = [m for m in modules if m not in DEFAULT_MODULES]
@@ -321,6 +343,7 @@ class LLMExtractor:
                     f"got {got.__name__}"
                 )
         self.cache = cache
+        self.summaries = summaries
         self.max_attempts = max_attempts
         self.max_known_entities = max_known_entities
         self.max_known_topics = max_known_topics
@@ -382,6 +405,8 @@ class LLMExtractor:
             if TOPICS in self.modules:
                 topics = cast(TopicExtraction, self._ask(TOPICS, context)).topics
 
+        if self.summaries:
+            update.summaries = _summary_observations(cast(BatchSummary, self._ask(SUMMARIES, context)), batch)
         converter = _BatchConverter(batch, kb, self.exclusive_attributes)
         update.entities = [e for e in map(converter.entity, entities) if e is not None]
         update.events = [e for e in map(converter.event, events) if e is not None]

@@ -10,6 +10,7 @@ from gravity_core.schema.anchors import (
     Fact,
     Relation,
     StateTransition,
+    SummaryRecord,
     TopicAnchor,
     TrailLink,
 )
@@ -21,6 +22,7 @@ from gravity_core.schema.updates import (
     EntityObservation,
     EventObservation,
     RelationObservation,
+    SummaryObservation,
     TopicObservation,
 )
 from gravity_core.schema.utterance import Utterance
@@ -45,6 +47,8 @@ __all__ = [
     "Relation",
     "RelationObservation",
     "StateTransition",
+    "SummaryObservation",
+    "SummaryRecord",
     "TimeRef",
     "TopicAnchor",
     "TopicObservation",

@@ -22,6 +22,7 @@ __all__ = [
     "Fact",
     "Relation",
     "StateTransition",
+    "SummaryRecord",
     "TopicAnchor",
     "TrailLink",
 ]
@@ -176,6 +177,18 @@ class Fact(BaseModel):
 
     model_config = _MODEL
 
+    text: str
+    sources: list[str]
+
+
+class SummaryRecord(BaseModel):
+    """A free-form summary of one build batch, kept for the '+Sum' baseline (not an anchor module)."""
+
+    model_config = _MODEL
+
+    id: str
+    session: str
+    date: datetime
     text: str
     sources: list[str]
 

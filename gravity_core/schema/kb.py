@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gravity_core.schema.anchors import EntityAnchor, EventAnchor, TopicAnchor
+from gravity_core.schema.anchors import EntityAnchor, EventAnchor, SummaryRecord, TopicAnchor
 from gravity_core.schema.utterance import Utterance
 
 __all__ = ["SCHEMA_VERSION", "BuildInfo", "FailedBatch", "KnowledgeBase"]
@@ -51,6 +51,7 @@ class KnowledgeBase(BaseModel):
     entities: dict[str, EntityAnchor] = Field(default_factory=dict)
     events: dict[str, EventAnchor] = Field(default_factory=dict)
     topics: dict[str, TopicAnchor] = Field(default_factory=dict)
+    summaries: dict[str, SummaryRecord] = Field(default_factory=dict)
     build: BuildInfo = Field(default_factory=BuildInfo)
 
     def to_dict(self) -> dict[str, Any]:

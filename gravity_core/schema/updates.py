@@ -17,6 +17,7 @@ __all__ = [
     "EntityObservation",
     "EventObservation",
     "RelationObservation",
+    "SummaryObservation",
     "TopicObservation",
 ]
 
@@ -86,6 +87,16 @@ class TopicObservation(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class SummaryObservation(BaseModel):
+    """A free-form summary of one batch: the '+Sum' baseline the anchors are compared with."""
+
+    model_config = _OBS
+
+    session: str
+    text: str
+    sources: list[str] = Field(min_length=1)
+
+
 class AnchorUpdate(BaseModel):
     """Everything one extractor saw in one batch."""
 
@@ -94,9 +105,11 @@ class AnchorUpdate(BaseModel):
     entities: list[EntityObservation] = Field(default_factory=list)
     events: list[EventObservation] = Field(default_factory=list)
     topics: list[TopicObservation] = Field(default_factory=list)
+    summaries: list[SummaryObservation] = Field(default_factory=list)
 
     def extend(self, other: AnchorUpdate) -> None:
         """Append another update's observations to this one."""
         self.entities.extend(other.entities)
         self.events.extend(other.events)
         self.topics.extend(other.topics)
+        self.summaries.extend(other.summaries)

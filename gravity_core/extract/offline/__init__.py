@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.offline.entities import extract_entities
 from gravity_core.extract.offline.events import extract_events
+from gravity_core.extract.offline.summaries import summarize_batch
 from gravity_core.extract.offline.topics import TopicExtractor
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
@@ -34,9 +35,10 @@ class OfflineExtractor:
         return self._name
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
-        """Entities, events and topics found in ``batch``."""
+        """Entities, events and topics found in ``batch``, plus its extractive summary (+Sum baseline)."""
         return AnchorUpdate(
             entities=extract_entities(batch, kb),
             events=extract_events(batch, kb),
             topics=self._topics.extract(batch, kb),
+            summaries=summarize_batch(batch),
         )

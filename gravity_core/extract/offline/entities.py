@@ -825,6 +825,11 @@ _WORK_AFTER_WEAK = re.compile(
     r"collection|characters?|game|games)\b",
     re.IGNORECASE,
 )
+_ORG_NAME_BEFORE = re.compile(
+    r"\b(?:group|club|team|organi[sz]ation|org|charity|nonprofit|non-profit|company|business|band|choir|shop|"
+    r"store|startup|foundation|league|society|association)\b[^.!?]{0,20}$",
+    re.IGNORECASE,
+)
 _TIME_WORDS = word_set(
     """
 last next this yesterday today tonight tomorrow ago recently lately earlier soon
@@ -845,13 +850,15 @@ def _guess_type(
     mention: NameMention, sentence: str, known_types: dict[str, EntityType]
 ) -> tuple[EntityType, int]:
     """Type of a name from its context in the sentence, with the weight of the cue."""
-    if mention.quoted:
-        return EntityType.WORK, 3
     key = mention.text.casefold()
     known = known_types.get(key)
     if known is not None and known is not EntityType.OTHER:
         return known, 3
     before = sentence[max(0, mention.start - 60) : mention.start]
+    if mention.quoted:
+        if _ORG_NAME_BEFORE.search(before):
+            return EntityType.ORGANIZATION, 3  # "our group, 'Green Hands'"
+        return EntityType.WORK, 3
     after = sentence[mention.end : mention.end + 40]
     words = mention.text.lower().split()
     if _PET_BEFORE.search(before) or _PET_AFTER.match(after):

@@ -390,7 +390,7 @@ _LEAD_IN = re.compile(
     r"^(?:(?:I|we)\s+(?:just\s+|really\s+|also\s+)?(?:wanted|want|wanna|had|have|'ve\s+got|needed|need)\s+to\s+"
     r"(?:tell|share|show|update)\b(?:\s+(?:with\s+)?(?:you|y'all|u))?(?:\s+(?:about|that|on))?"
     r"|(?:here's|here\s+is|here\s+are|this\s+is|these\s+are|check\s+out)\s+(?:(?:a|an|the|my|our|some|this|one"
-    r"|another)\s+)?(?:\w+\s+)?(?:pic|photo|picture|shot|snap|snapshot|video|selfie)s?\b(?:\s+(?:of|from))?"
+    r"|another)\s+)?(?:\w+\s+)?(?:pic|photo|picture|shot|snap|snapshot|video|selfie)s?\b(?:\s+(?:of|from|with))?"
     r"(?:\s+when\b)?)\s*",
     re.IGNORECASE,
 )
@@ -405,7 +405,9 @@ _OBJECT_FIRST_CLAUSE = re.compile(
     r"designed|created|finished)\b\s*(?P<rest>.*)$",
     re.IGNORECASE,
 )
-_PREPOSITION_START = re.compile(r"(?:in|at|for|with|from|on|during|last|this|yesterday|recently)\b", re.IGNORECASE)
+_PREPOSITION_START = re.compile(
+    r"(?:in|at|for|with|from|on|during|last|this|yesterday|recently)\b", re.IGNORECASE
+)
 # Clauses whose subject is not a participant: "It made me reflect ...", "That was ...".
 _NOT_PARTICIPANT = re.compile(
     r"(?:it|this|that|there|which)(?:'s|\s+(?:was|is|were|are|made|makes|has|had|feels|felt|seems|seemed|"
@@ -419,11 +421,13 @@ def _action_clause(what: str) -> str:
     "Here's a pic from when we met up" -> "met up", "a bowl I made" -> "made a bowl"."""
     lead = _LEAD_IN.match(what)
     if lead is not None and lead.end() < len(what):
-        what = re.sub(r"^(?:I|we)\s+", "", what[lead.end() :])
+        what = what[lead.end() :]
     subject = _SUBJECT_ING.match(what)
     if subject is not None:
         what = what[subject.end() :]
-    made = _OBJECT_FIRST_CLAUSE.match(what)
+        what = re.sub(r"^(?:remembering|recalling)\s*,?\s+(?=\S+\s+\S)", "", what, flags=re.IGNORECASE)
+    shown = re.match(r"(?:here's|here\s+is|here\s+are|check\s+out)\s+", what, re.IGNORECASE)
+    made = _OBJECT_FIRST_CLAUSE.match(what[shown.end() :] if shown is not None else what)
     if made is not None:
         obj = made.group("obj").strip()
         obj = obj[0].lower() + obj[1:]
@@ -570,10 +574,12 @@ def _sentence_events(
     raw_what = _remove_times(sentence[start:end], start, [m for m in local if start <= m.start < end])
     what = _tidy(re.sub(r"^\s*'s\s+", "", raw_what), _MAX_WHAT_WORDS)
     what = re.sub(r",\s*[A-Z][a-z]+$", "", what)  # a trailing vocative: "..., Gina"
-    what = _action_clause(what)
+    clause = _action_clause(what)
+    led_in = _LEAD_IN.match(what) is not None and clause != what
+    what = clause
     if len(what.split()) < 2:
         return None
-    if not actions and (len(content_words(what)) < 2 or _NOT_PARTICIPANT.match(what)):
+    if not actions and ((len(content_words(what)) < 2 and not led_in) or _NOT_PARTICIPANT.match(what)):
         return None  # "See you tomorrow!", "It made me think"
     what = prefix + what
     if partner and partner.lower().startswith(("my ", "our ")):
