@@ -13,7 +13,7 @@ from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.llm.base import ChatModel
 
-__all__ = ["MODEL_ENTRY_POINTS", "load_chat_model", "load_embedder"]
+__all__ = ["MODEL_ENTRY_POINTS", "embedder_from_name", "load_chat_model", "load_embedder"]
 
 MODEL_ENTRY_POINTS = "gravity.models"
 
@@ -45,3 +45,20 @@ def load_embedder(spec: str) -> Embedder:
         except ValueError:
             pass
     raise ConfigurationError(f"unknown embedder '{spec}' (use 'minilm' or 'hashing[:DIM]')")
+
+
+def embedder_from_name(name: str) -> Embedder:
+    """The embedder whose ``name`` a KB records (``minilm-l6-v2-int8``, ``hashing-256``).
+
+    Raises:
+        ConfigurationError: a KB embedded with another model; pass that embedder explicitly.
+    """
+    from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
+
+    default = MiniLMEmbedder()
+    if name == default.name:
+        return default
+    kind, _, dim = name.partition("-")
+    if kind == "hashing" and dim.isdigit():
+        return HashingEmbedder(dim=int(dim))
+    raise ConfigurationError(f"the KB was embedded with '{name}'; pass that embedder to the engine explicitly")

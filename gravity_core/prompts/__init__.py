@@ -24,6 +24,20 @@ from gravity_core.prompts.entities import (
 )
 from gravity_core.prompts.events import EventExtraction, ExtractedEvent, build_event_messages
 from gravity_core.prompts.fused import FusedExtraction, build_fused_messages
+from gravity_core.prompts.injection import (
+    ANCHORS_TAG,
+    CONVERSATION_SUMMARIES,
+    DEFAULT_INJECTION,
+    DEFAULT_SUMMARY_INJECTION,
+    ENTITY_PROFILES,
+    EVENT_RECORDS,
+    PRIORITY_INSTRUCTION,
+    SUMMARIES_TAG,
+    SUMMARY_INSTRUCTION,
+    TOPIC_SUMMARIES,
+    BlockTemplate,
+    InjectionTemplate,
+)
 from gravity_core.prompts.registry import (
     ENTITIES,
     EVENTS,
@@ -39,14 +53,25 @@ from gravity_core.prompts.summaries import BatchSummary, build_summary_messages
 from gravity_core.prompts.topics import ExtractedTopic, TopicExtraction, build_topic_messages
 
 __all__ = [
+    "ANCHORS_TAG",
+    "CONVERSATION_SUMMARIES",
+    "DEFAULT_INJECTION",
     "DEFAULT_MAX_KNOWN_ENTITIES",
     "DEFAULT_MAX_KNOWN_TOPICS",
+    "DEFAULT_SUMMARY_INJECTION",
     "ENTITIES",
+    "ENTITY_PROFILES",
     "EVENTS",
+    "EVENT_RECORDS",
     "FUSED",
+    "PRIORITY_INSTRUCTION",
     "SUMMARIES",
+    "SUMMARIES_TAG",
+    "SUMMARY_INSTRUCTION",
     "TOPICS",
+    "TOPIC_SUMMARIES",
     "BatchSummary",
+    "BlockTemplate",
     "EntityExtraction",
     "EventExtraction",
     "ExtractedAttribute",
@@ -55,6 +80,7 @@ __all__ = [
     "ExtractedRelation",
     "ExtractedTopic",
     "FusedExtraction",
+    "InjectionTemplate",
     "KnownEntity",
     "KnownTopic",
     "PromptBuilder",
