@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gravity_core.cli import build_cmd, stats_cmd
+from gravity_core.cli import build_cmd, query_cmd, stats_cmd
 from gravity_core.errors import GravityError
 
 __all__ = ["main", "make_app"]
@@ -28,6 +28,7 @@ def make_app() -> typer.Typer:
     )
     app.command("build")(build_cmd.build)
     app.command("stats")(stats_cmd.stats)
+    app.command("query")(query_cmd.query)
     return app
 
 

@@ -1,0 +1,199 @@
+"""GravityEngine: the query phase over one loaded KB. No model call is made at query time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from datetime import date
+
+import numpy as np
+
+from gravity_core.anchor_vectors import SUMMARY_KIND, KindVectors
+from gravity_core.embeddings.base import Embedder
+from gravity_core.errors import ConfigurationError
+from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
+from gravity_core.query.config import ContextMode, QueryConfig
+from gravity_core.query.expansion import expand
+from gravity_core.query.index import AnchorIndex, NumpyAnchorIndex
+from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.query.selection import select
+from gravity_core.query.temporal_match import parse_temporal_query, temporal_event_matches
+from gravity_core.query.types import AnchorContext, ScoredAnchor
+from gravity_core.schema import AnchorKind, KnowledgeBase
+from gravity_core.store import AnchorStore
+from gravity_core.tokens import TokenCounter
+
+__all__ = ["GravityEngine"]
+
+logger = logging.getLogger(__name__)
+
+#: Order in which the modules' anchors are selected (events use the entities found first).
+_ORDER = (AnchorKind.ENTITY, AnchorKind.TOPIC, AnchorKind.EVENT)
+
+
+class GravityEngine:
+    """Answers ``query(question)`` with anchors, expanded queries and prompt blocks.
+
+    Everything that depends only on the KB (lexicon, vectors) is prepared once here; a query
+    embeds the question once (or takes the host's embedding) and reuses it for every module.
+
+    Args:
+        kb: the knowledge base.
+        index: the anchor vectors (in-process numpy, or a Chroma collection).
+        embedder: must be the embedder the KB's vectors were made with.
+        config: default settings of each query (a query may pass its own).
+        counter: token counter for the budget (cl100k, offline).
+        summary_vectors: vectors of the KB's batch summaries, needed only by the '+Sum' baseline.
+    """
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        index: AnchorIndex,
+        embedder: Embedder,
+        *,
+        config: QueryConfig | None = None,
+        counter: TokenCounter | None = None,
+        summary_vectors: KindVectors | None = None,
+    ) -> None:
+        if index.embedder and index.embedder != embedder.name:
+            raise ConfigurationError(
+                f"the KB's vectors were made by '{index.embedder}', but the query embedder is '{embedder.name}'"
+            )
+        self.kb = kb
+        self.index = index
+        self.embedder = embedder
+        self.config = config or QueryConfig()
+        self.counter = counter or TokenCounter()
+        self.lexicon = AnchorLexicon.from_kb(kb)
+        self.rendered = RenderedAnchors(kb, counter=self.counter)
+        self.summary_vectors = summary_vectors or KindVectors(matrix=np.zeros((0, embedder.dim), np.float32))
+        self.reference_date = self.lexicon.latest_day or date.today()
+
+    @classmethod
+    def from_dir(
+        cls,
+        kb_dir: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        config: QueryConfig | None = None,
+    ) -> GravityEngine:
+        """Load a KB folder written by ``gravity build`` with the in-process numpy index.
+
+        The embedder defaults to the one named in the KB (``minilm-...`` or ``hashing-N``).
+        """
+        from gravity_core.providers import embedder_from_name
+
+        loaded = AnchorStore(kb_dir).load()
+        chosen = embedder or embedder_from_name(loaded.vectors.embedder)
+        return cls(
+            loaded.kb,
+            NumpyAnchorIndex.from_vectors(loaded.vectors),
+            chosen,
+            config=config,
+            summary_vectors=loaded.vectors.get(SUMMARY_KIND),
+        )
+
+    def embed_query(self, question: str) -> np.ndarray:
+        """The question's embedding, as the engine computes it."""
+        return np.asarray(self.embedder.embed([question])[0], dtype=np.float32)
+
+    def query(
+        self,
+        question: str,
+        *,
+        config: QueryConfig | None = None,
+        query_embedding: Sequence[float] | np.ndarray | None = None,
+        question_date: date | None = None,
+    ) -> AnchorContext:
+        """Select anchors for ``question`` and format what to inject.
+
+        Args:
+            question: the user's question.
+            config: settings for this query (default: the engine's).
+            query_embedding: the question's embedding if the host already computed it with the
+                same embedder; it is then not computed again.
+            question_date: the date the question is asked, for phrases such as "last month"
+                (default: the date of the KB's latest utterance).
+        """
+        cfg = config or self.config
+        vector = self._vector(question, query_embedding)
+        if cfg.mode is ContextMode.SUMMARIES:
+            return self._summaries(question, vector, cfg)
+        selected = self._select(question, vector, cfg, question_date or self.reference_date)
+        expansions = expand(self.kb, selected, cfg.expansion_budget, question) if cfg.expand else []
+        blocks, text, kept, tokens = format_blocks(
+            self.kb, selected, counter=self.counter, token_budget=cfg.token_budget, rendered=self.rendered
+        )
+        return AnchorContext(question, kept, expansions, blocks, text, tokens)
+
+    async def aquery(
+        self,
+        question: str,
+        *,
+        config: QueryConfig | None = None,
+        query_embedding: Sequence[float] | np.ndarray | None = None,
+        question_date: date | None = None,
+    ) -> AnchorContext:
+        """:meth:`query` in a worker thread, so the event loop is not blocked by the scoring."""
+        return await asyncio.to_thread(
+            self.query, question, config=config, query_embedding=query_embedding, question_date=question_date
+        )
+
+    def _vector(self, question: str, given: Sequence[float] | np.ndarray | None) -> np.ndarray:
+        if given is None:
+            return self.embed_query(question)
+        vector = np.asarray(given, dtype=np.float32).reshape(-1)
+        if vector.shape[0] != self.embedder.dim:
+            raise ConfigurationError(
+                f"query_embedding has {vector.shape[0]} dimensions; the KB's embedder has {self.embedder.dim}"
+            )
+        norm = float(np.linalg.norm(vector))
+        return vector / norm if norm > 0 else vector
+
+    def _select(self, question: str, vector: np.ndarray, cfg: QueryConfig, today: date) -> list[ScoredAnchor]:
+        selected: list[ScoredAnchor] = []
+        named = list(self.lexicon.participants(question))
+        for kind in _ORDER:
+            if kind not in cfg.modules:
+                continue
+            if kind is AnchorKind.ENTITY:
+                native = self.lexicon.entities(question, cfg.candidate_pool)
+            elif kind is AnchorKind.TOPIC:
+                native = self.lexicon.topics(question, cfg.candidate_pool)
+            else:
+                native = self.lexicon.events(question, cfg.candidate_pool, named)
+            reserved: list[ScoredAnchor] = []
+            if kind is AnchorKind.EVENT and cfg.temporal_slots:
+                temporal = parse_temporal_query(question, today)
+                matches = temporal_event_matches(
+                    self.kb, temporal, self.lexicon, native, min(cfg.temporal_slots, cfg.k_event)
+                )
+                if matches:
+                    cosines = self.index.similarities(kind, vector, [i for i, _ in matches])
+                    reserved = [ScoredAnchor(kind, i, cosines.get(i, s), "temporal") for i, s in matches]
+            chosen = select(
+                kind,
+                native,
+                self.index,
+                vector,
+                k=cfg.k_for(kind) - len(reserved),
+                sigma=cfg.sigma_for(kind),
+                pool=cfg.candidate_pool,
+                rerank=cfg.rerank,
+                exclude=frozenset(a.id for a in reserved),
+            )
+            selected.extend(reserved + chosen)
+        return selected
+
+    def _summaries(self, question: str, vector: np.ndarray, cfg: QueryConfig) -> AnchorContext:
+        summaries = self.summary_vectors
+        if not summaries.ids:
+            raise ConfigurationError("the '+Sum' baseline needs a KB built with batch summaries; this one has none")
+        scores = summaries.matrix @ vector
+        best = np.argsort(-scores, kind="stable")[: cfg.k_summary]
+        records = [self.kb.summaries[summaries.ids[i]] for i in best if summaries.ids[i] in self.kb.summaries]
+        blocks, text, tokens = format_summaries(records, counter=self.counter, token_budget=cfg.token_budget)
+        return AnchorContext(question, [], [], blocks, text, tokens)
