@@ -400,6 +400,18 @@ def test_trimming_drops_the_lowest_score_first_across_kinds(kb: KnowledgeBase, c
     assert tokens == counter.count(text)
 
 
+def assert_trimmed_by_score_keeping_kinds(selected: list[ScoredAnchor], kept: list[ScoredAnchor]) -> None:
+    """Within each kind the best-scored survive; a kind is emptied only once every kind is down to one."""
+    for kind in AnchorKind:
+        of_kind = [a for a in selected if a.kind is kind]
+        kept_of_kind = [a for a in kept if a.kind is kind]
+        assert kept_of_kind == of_kind[: len(kept_of_kind)]
+    kinds_selected = {a.kind for a in selected}
+    kinds_kept = [a.kind for a in kept]
+    if set(kinds_kept) != kinds_selected:
+        assert len(kinds_kept) == len(set(kinds_kept))
+
+
 def test_every_budget_keeps_the_best_scored_anchors_and_fits(
     kb: KnowledgeBase, counter: TokenCounter
 ) -> None:
@@ -413,7 +425,7 @@ def test_every_budget_keeps_the_best_scored_anchors_and_fits(
         )
         assert tokens <= budget
         assert tokens == counter.count(text)
-        assert kept == selected[: len(kept)]  # scores decrease along `selected`: a prefix is the best n
+        assert_trimmed_by_score_keeping_kinds(selected, kept)
         seen_sizes.add(len(kept))
     assert 0 in seen_sizes and len(selected) in seen_sizes and len(seen_sizes) > 3
 
@@ -524,7 +536,7 @@ def test_token_count_is_exact_and_structure_holds_for_any_text(
     assert [len(items) for _, _, items in parse(text)] == [1, 3, 3]
     _, text, kept, tokens = format_blocks(kb, selected, counter=counter, token_budget=budget)
     assert tokens == counter.count(text) <= budget
-    assert kept == selected[: len(kept)]
+    assert_trimmed_by_score_keeping_kinds(selected, kept)
 
 
 def summary(n: int, day: int, text: str = "") -> SummaryRecord:
@@ -562,3 +574,13 @@ def test_summaries_baseline_block_oldest_first_and_trimmed_by_rank(counter: Toke
     assert format_summaries(ranked, counter=counter, token_budget=5) == (Blocks(), "", 0)
     assert format_summaries([], counter=counter, token_budget=None) == (Blocks(), "", 0)
     assert format_summaries(ranked + ranked[:1], counter=counter, token_budget=None)[1] == text
+
+
+def test_trimming_keeps_one_anchor_of_each_kind_as_long_as_possible(kb: KnowledgeBase, counter: TokenCounter) -> None:
+    lonely_topic = ScoredAnchor(TOPIC, "tp-0001", 0.01)  # lowest of all, but the only topic
+    second_entity = ScoredAnchor(ENTITY, "lena", 0.60)
+    selected = [ScoredAnchor(ENTITY, "maya", 0.90), second_entity, lonely_topic]
+    _, _, _, full = format_blocks(kb, selected, counter=counter, token_budget=None)
+    _, text, kept, _ = format_blocks(kb, selected, counter=counter, token_budget=full - 1)
+    assert kept == [selected[0], lonely_topic]
+    assert "<topic_summaries>" in text and "Lena (person)" not in text
