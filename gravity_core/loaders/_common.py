@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,12 +23,15 @@ from gravity_core.temporal import parse_timestamp
 __all__ = [
     "Document",
     "PathLike",
+    "Unit",
     "Where",
     "aware_timestamp",
     "check_unique_ids",
     "json_type",
+    "keyed_records",
     "make_utterance",
     "read_document",
+    "select_records",
     "unknown_id_message",
 ]
 
@@ -282,3 +285,63 @@ def unknown_id_message(kind: str, wanted: str, available: Sequence[str], shown: 
     if len(available) > shown:
         listed += f", ... ({len(available) - shown} more)"
     return f"no {kind} {wanted!r} in this file; available: {listed or '(none)'}"
+
+
+Unit = tuple[str, dict[str, Any], "Where"]
+"""A top-level record of a benchmark file: its id, its data, and where it is (for errors)."""
+
+
+def keyed_records(document: Document, *, what: str, id_field: str) -> list[Unit]:
+    """The file's top-level records (a non-empty JSON list), each with a unique ``id_field``.
+
+    Args:
+        document: the parsed file.
+        what: what one record is, for messages (e.g. "LoCoMo sample").
+        id_field: the field holding the record's id.
+    """
+    if not isinstance(document.value, list | dict):
+        raise Where(document.path).error(f"expected a JSON list of {what}s, got {json_type(document.value)}")
+    items = document.items()
+    if not items:
+        raise Where(document.path).error(f"expected a JSON list of {what}s, got an empty list")
+    records: list[Unit] = []
+    seen: set[str] = set()
+    for name, item in items:
+        where = Where(document.path, name)
+        data = where.mapping(item, f"a {what}")
+        record_id = where.require(data, id_field, str, nonempty=True)
+        if record_id in seen:
+            raise where.error(
+                f"duplicate {id_field.replace('_', ' ')} {record_id!r}; expected unique ids", field=id_field
+            )
+        seen.add(record_id)
+        records.append((record_id, data, Where(document.path, record_id)))
+    return records
+
+
+def select_records(
+    document: Document,
+    records: list[Unit],
+    wanted: str | None,
+    convert: Callable[[dict[str, Any], Where, str], list[Utterance]],
+    *,
+    kind: str,
+    id_field: str,
+) -> list[Utterance]:
+    """The utterances of the record ``wanted`` (ids as in the file), or of all records (ids prefixed).
+
+    ``convert(data, where, prefix)`` turns one record into utterances.
+    """
+    if wanted is not None:
+        for record_id, data, where in records:
+            if record_id == wanted:
+                return convert(data, where, "")
+        raise InputDataError(
+            unknown_id_message(kind, wanted, [record_id for record_id, _, _ in records]),
+            path=document.path,
+            field=id_field,
+        )
+    utterances: list[Utterance] = []
+    for record_id, data, where in records:
+        utterances.extend(convert(data, where, f"{record_id}/"))
+    return utterances

@@ -14,17 +14,18 @@ import re
 from datetime import datetime
 from typing import Any
 
-from gravity_core.errors import InputDataError
 from gravity_core.loaders._common import (
     Document,
     PathLike,
+    Unit,
     Where,
     aware_timestamp,
     check_unique_ids,
     json_type,
+    keyed_records,
     make_utterance,
     read_document,
-    unknown_id_message,
+    select_records,
 )
 from gravity_core.schema import Utterance
 
@@ -71,41 +72,18 @@ def locomo_sample_ids(path: PathLike) -> list[str]:
 
 def locomo_from_document(document: Document, sample: str | None = None) -> list[Utterance]:
     """Like :func:`load_locomo`, for a file already parsed by the loaders."""
-    samples = _samples(document)
-    if sample is not None:
-        for sample_id, data, where in samples:
-            if sample_id == sample:
-                return _sample_utterances(data, where, prefix="")
-        raise InputDataError(
-            unknown_id_message("sample", sample, [sample_id for sample_id, _, _ in samples]),
-            path=document.path,
-            field="sample_id",
-        )
-    utterances: list[Utterance] = []
-    for sample_id, data, where in samples:
-        utterances.extend(_sample_utterances(data, where, prefix=f"{sample_id}/"))
-    return utterances
+    return select_records(
+        document,
+        _samples(document),
+        sample,
+        lambda data, where, prefix: _sample_utterances(data, where, prefix=prefix),
+        kind="sample",
+        id_field="sample_id",
+    )
 
 
-def _samples(document: Document) -> list[tuple[str, dict[str, Any], Where]]:
-    if not isinstance(document.value, list | dict):
-        raise Where(document.path).error(
-            f"expected a JSON list of LoCoMo samples, got {json_type(document.value)}"
-        )
-    items = document.items()
-    if not items:
-        raise Where(document.path).error("expected a JSON list of LoCoMo samples, got an empty list")
-    samples: list[tuple[str, dict[str, Any], Where]] = []
-    seen: set[str] = set()
-    for name, item in items:
-        where = Where(document.path, name)
-        data = where.mapping(item, "a LoCoMo sample")
-        sample_id = where.require(data, "sample_id", str, nonempty=True)
-        if sample_id in seen:
-            raise where.error(f"duplicate sample id {sample_id!r}; expected unique ids", field="sample_id")
-        seen.add(sample_id)
-        samples.append((sample_id, data, Where(document.path, sample_id)))
-    return samples
+def _samples(document: Document) -> list[Unit]:
+    return keyed_records(document, what="LoCoMo sample", id_field="sample_id")
 
 
 def _sample_utterances(sample: dict[str, Any], where: Where, *, prefix: str) -> list[Utterance]:

@@ -12,17 +12,18 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from gravity_core.errors import InputDataError
 from gravity_core.loaders._common import (
     Document,
     PathLike,
+    Unit,
     Where,
     aware_timestamp,
     check_unique_ids,
     json_type,
+    keyed_records,
     make_utterance,
     read_document,
-    unknown_id_message,
+    select_records,
 )
 from gravity_core.schema import Utterance
 
@@ -60,43 +61,18 @@ def load_longmemeval(path: PathLike, question_id: str | None = None) -> list[Utt
 
 def longmemeval_from_document(document: Document, question_id: str | None = None) -> list[Utterance]:
     """Like :func:`load_longmemeval`, for a file already parsed by the loaders."""
-    instances = _instances(document)
-    if question_id is not None:
-        for instance_id, data, where in instances:
-            if instance_id == question_id:
-                return _instance_utterances(data, where, prefix="")
-        raise InputDataError(
-            unknown_id_message("question", question_id, [instance_id for instance_id, _, _ in instances]),
-            path=document.path,
-            field="question_id",
-        )
-    utterances: list[Utterance] = []
-    for instance_id, data, where in instances:
-        utterances.extend(_instance_utterances(data, where, prefix=f"{instance_id}/"))
-    return utterances
+    return select_records(
+        document,
+        _instances(document),
+        question_id,
+        lambda data, where, prefix: _instance_utterances(data, where, prefix=prefix),
+        kind="question",
+        id_field="question_id",
+    )
 
 
-def _instances(document: Document) -> list[tuple[str, dict[str, Any], Where]]:
-    if not isinstance(document.value, list | dict):
-        raise Where(document.path).error(
-            f"expected a JSON list of LongMemEval instances, got {json_type(document.value)}"
-        )
-    items = document.items()
-    if not items:
-        raise Where(document.path).error("expected a JSON list of LongMemEval instances, got an empty list")
-    instances: list[tuple[str, dict[str, Any], Where]] = []
-    seen: set[str] = set()
-    for name, item in items:
-        where = Where(document.path, name)
-        data = where.mapping(item, "a LongMemEval instance")
-        instance_id = where.require(data, "question_id", str, nonempty=True)
-        if instance_id in seen:
-            raise where.error(
-                f"duplicate question id {instance_id!r}; expected unique ids", field="question_id"
-            )
-        seen.add(instance_id)
-        instances.append((instance_id, data, Where(document.path, instance_id)))
-    return instances
+def _instances(document: Document) -> list[Unit]:
+    return keyed_records(document, what="LongMemEval instance", id_field="question_id")
 
 
 def _instance_utterances(instance: dict[str, Any], where: Where, *, prefix: str) -> list[Utterance]:
