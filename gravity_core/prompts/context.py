@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from gravity_core.llm.base import Message
 from gravity_core.schema import KnowledgeBase, Utterance
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "render_known_topics",
     "render_schema",
     "render_utterances",
+    "system_user",
 ]
 
 DEFAULT_MAX_KNOWN_ENTITIES = 40
@@ -91,6 +93,11 @@ class PromptContext:
         )
 
     @property
+    def example_id(self) -> str:
+        """An utterance id of the batch to quote in the instructions (``D1:1`` for an empty batch)."""
+        return self.utterances[0].id if self.utterances else "D1:1"
+
+    @property
     def utterance_ids(self) -> list[str]:
         """Ids of the batch's utterances, in order."""
         return [u.id for u in self.utterances]
@@ -138,3 +145,8 @@ def render_known_topics(topics: Sequence[KnownTopic]) -> str:
 def render_schema(response_model: type[BaseModel]) -> str:
     """The JSON schema of ``response_model`` as compact JSON text, as shown in prompts."""
     return json.dumps(response_model.model_json_schema(), ensure_ascii=False)
+
+
+def system_user(system: str, user: str) -> list[Message]:
+    """A prompt of one system and one user message."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

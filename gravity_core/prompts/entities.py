@@ -11,6 +11,7 @@ from gravity_core.prompts.context import (
     render_known_entities,
     render_schema,
     render_utterances,
+    system_user,
 )
 from gravity_core.schema import EntityType
 
@@ -149,10 +150,7 @@ def build_entity_messages(context: PromptContext) -> list[Message]:
         known_entities=render_known_entities(context.known_entities),
         utterances=render_utterances(context.utterances),
         guidelines=ENTITY_GUIDELINES,
-        example_id=context.utterance_ids[0] if context.utterances else "D1:1",
+        example_id=context.example_id,
         schema=render_schema(EntityExtraction),
     )
-    return [
-        {"role": "system", "content": ENTITY_EXTRACTION_SYSTEM},
-        {"role": "user", "content": user},
-    ]
+    return system_user(ENTITY_EXTRACTION_SYSTEM, user)

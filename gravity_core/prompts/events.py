@@ -11,6 +11,7 @@ from gravity_core.prompts.context import (
     render_known_entities,
     render_schema,
     render_utterances,
+    system_user,
 )
 
 __all__ = [
@@ -98,10 +99,7 @@ def build_event_messages(context: PromptContext) -> list[Message]:
         known_entities=render_known_entities(context.known_entities),
         utterances=render_utterances(context.utterances),
         guidelines=EVENT_GUIDELINES,
-        example_id=context.utterance_ids[0] if context.utterances else "D1:1",
+        example_id=context.example_id,
         schema=render_schema(EventExtraction),
     )
-    return [
-        {"role": "system", "content": EVENT_EXTRACTION_SYSTEM},
-        {"role": "user", "content": user},
-    ]
+    return system_user(EVENT_EXTRACTION_SYSTEM, user)

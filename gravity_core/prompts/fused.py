@@ -11,6 +11,7 @@ from gravity_core.prompts.context import (
     render_known_topics,
     render_schema,
     render_utterances,
+    system_user,
 )
 from gravity_core.prompts.entities import ENTITY_GUIDELINES, ExtractedEntity
 from gravity_core.prompts.events import EVENT_GUIDELINES, ExtractedEvent
@@ -90,10 +91,7 @@ def build_fused_messages(context: PromptContext) -> list[Message]:
         entity_guidelines=ENTITY_GUIDELINES,
         event_guidelines=EVENT_GUIDELINES,
         topic_guidelines=TOPIC_GUIDELINES,
-        example_id=context.utterance_ids[0] if context.utterances else "D1:1",
+        example_id=context.example_id,
         schema=render_schema(FusedExtraction),
     )
-    return [
-        {"role": "system", "content": FUSED_EXTRACTION_SYSTEM},
-        {"role": "user", "content": user},
-    ]
+    return system_user(FUSED_EXTRACTION_SYSTEM, user)

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from gravity_core.llm.base import Message
 from gravity_core.prompts._coerce import StrList
-from gravity_core.prompts.context import PromptContext, render_schema, render_utterances
+from gravity_core.prompts.context import PromptContext, render_schema, render_utterances, system_user
 
 __all__ = [
     "BatchSummary",
@@ -56,10 +56,7 @@ def build_summary_messages(context: PromptContext) -> list[Message]:
     """
     user = SUMMARY_USER.format(
         utterances=render_utterances(context.utterances),
-        example_id=context.utterance_ids[0] if context.utterances else "D1:1",
+        example_id=context.example_id,
         schema=render_schema(BatchSummary),
     )
-    return [
-        {"role": "system", "content": SUMMARY_SYSTEM},
-        {"role": "user", "content": user},
-    ]
+    return system_user(SUMMARY_SYSTEM, user)

@@ -12,6 +12,7 @@ from gravity_core.prompts.context import (
     render_known_topics,
     render_schema,
     render_utterances,
+    system_user,
 )
 
 __all__ = [
@@ -105,10 +106,7 @@ def build_topic_messages(context: PromptContext) -> list[Message]:
         known_entities=render_known_entities(context.known_entities),
         utterances=render_utterances(context.utterances),
         guidelines=TOPIC_GUIDELINES,
-        example_id=context.utterance_ids[0] if context.utterances else "D1:1",
+        example_id=context.example_id,
         schema=render_schema(TopicExtraction),
     )
-    return [
-        {"role": "system", "content": TOPIC_EXTRACTION_SYSTEM},
-        {"role": "user", "content": user},
-    ]
+    return system_user(TOPIC_EXTRACTION_SYSTEM, user)
