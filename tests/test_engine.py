@@ -191,3 +191,17 @@ def test_cli_query_json(kb_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert all(set(a) >= {"type", "id", "score"} for a in out["anchors"])
     assert any(a["reason"] == "temporal" for a in out["anchors"])
     assert len(out["expansions"]) <= 9
+
+
+@pytest.mark.server
+def test_cli_query_through_a_chroma_server(
+    kb_dir: Path, chroma_server: tuple[str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    host, port = chroma_server
+    outputs = []
+    for extra in ([], ["--chroma-server", f"{host}:{port}"]):
+        with pytest.raises(SystemExit):
+            main(["query", str(kb_dir), MARCH, "--json", *extra])
+            raise SystemExit(0)
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0]["anchors"] == outputs[1]["anchors"] and outputs[0]["text"] == outputs[1]["text"]

@@ -16,7 +16,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
 from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.expansion import expand
-from gravity_core.query.index import AnchorIndex, NumpyAnchorIndex
+from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
 from gravity_core.query.lexicon import AnchorLexicon
 from gravity_core.query.selection import select
 from gravity_core.query.temporal_match import parse_temporal_query, temporal_event_matches
@@ -79,18 +79,29 @@ class GravityEngine:
         *,
         embedder: Embedder | None = None,
         config: QueryConfig | None = None,
+        index: AnchorIndex | None = None,
     ) -> GravityEngine:
-        """Load a KB folder written by ``gravity build`` with the in-process numpy index.
+        """Load a KB folder written by ``gravity build``.
 
-        The embedder defaults to the one named in the KB (``minilm-...`` or ``hashing-N``).
+        Args:
+            kb_dir: the KB folder.
+            embedder: defaults to the one named in the KB (``minilm-...`` or ``hashing-N``).
+            config: default query settings.
+            index: where the anchor vectors are searched: the in-process numpy index by default,
+                or a :class:`~gravity_core.query.index.ChromaAnchorIndex` (embedded or a server,
+                so several processes share one copy), which is synced with the KB first.
         """
         from gravity_core.providers import embedder_from_name
 
         loaded = AnchorStore(kb_dir).load()
         chosen = embedder or embedder_from_name(loaded.vectors.embedder)
+        if index is None:
+            index = NumpyAnchorIndex.from_vectors(loaded.vectors)
+        elif isinstance(index, ChromaAnchorIndex):
+            index.sync(loaded.vectors)
         return cls(
             loaded.kb,
-            NumpyAnchorIndex.from_vectors(loaded.vectors),
+            index,
             chosen,
             config=config,
             summary_vectors=loaded.vectors.get(SUMMARY_KIND),
