@@ -61,4 +61,6 @@ def embedder_from_name(name: str) -> Embedder:
     kind, _, dim = name.partition("-")
     if kind == "hashing" and dim.isdigit():
         return HashingEmbedder(dim=int(dim))
-    raise ConfigurationError(f"the KB was embedded with '{name}'; pass that embedder to the engine explicitly")
+    raise ConfigurationError(
+        f"the KB was embedded with '{name}'; pass that embedder to the engine explicitly"
+    )

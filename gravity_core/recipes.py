@@ -26,7 +26,9 @@ def modules_preset(letters: str) -> QueryConfig:
     table = {"E": E, "V": V, "T": T}
     unknown = set(letters) - set(table)
     if not letters or unknown:
-        raise ConfigurationError(f"modules are letters among E (entity), V (event), T (topic); got {letters!r}")
+        raise ConfigurationError(
+            f"modules are letters among E (entity), V (event), T (topic); got {letters!r}"
+        )
     return FULL.model_copy(update={"modules": frozenset(table[c] for c in letters)})
 
 

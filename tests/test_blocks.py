@@ -576,7 +576,9 @@ def test_summaries_baseline_block_oldest_first_and_trimmed_by_rank(counter: Toke
     assert format_summaries(ranked + ranked[:1], counter=counter, token_budget=None)[1] == text
 
 
-def test_trimming_keeps_one_anchor_of_each_kind_as_long_as_possible(kb: KnowledgeBase, counter: TokenCounter) -> None:
+def test_trimming_keeps_one_anchor_of_each_kind_as_long_as_possible(
+    kb: KnowledgeBase, counter: TokenCounter
+) -> None:
     lonely_topic = ScoredAnchor(TOPIC, "tp-0001", 0.01)  # lowest of all, but the only topic
     second_entity = ScoredAnchor(ENTITY, "lena", 0.60)
     selected = [ScoredAnchor(ENTITY, "maya", 0.90), second_entity, lonely_topic]

@@ -74,7 +74,11 @@ def test_query_gives_three_blocks_and_at_most_nine_expansions(engine: GravityEng
     assert len({e.casefold() for e in ctx.expansions}) == len(ctx.expansions)
     assert "biscuit" in {a.id for a in ctx.anchors}
     assert ctx.tokens <= 700 and ctx.tokens == engine.counter.count(ctx.text)
-    assert ctx.text.index("<topic_summaries>") < ctx.text.index("<entity_profiles>") < ctx.text.index("<event_records>")
+    assert (
+        ctx.text.index("<topic_summaries>")
+        < ctx.text.index("<entity_profiles>")
+        < ctx.text.index("<event_records>")
+    )
 
 
 def test_time_expression_keeps_matching_events_whatever_their_similarity(engine: GravityEngine) -> None:
@@ -100,7 +104,10 @@ def test_sigma_floor_drops_weak_anchors(engine: GravityEngine) -> None:
     assert len(kept) < len(loose.anchors)
 
 
-@pytest.mark.parametrize(("preset", "kinds"), [("+E", {"entity"}), ("+V", {"event"}), ("+T", {"topic"}), ("+ET", {"entity", "topic"})])
+@pytest.mark.parametrize(
+    ("preset", "kinds"),
+    [("+E", {"entity"}), ("+V", {"event"}), ("+T", {"topic"}), ("+ET", {"entity", "topic"})],
+)
 def test_module_subsets_select_only_their_kinds(engine: GravityEngine, preset: str, kinds: set[str]) -> None:
     ctx = engine.query("What job did Maya get in Bristol?", config=PRESETS[preset])
     assert {a.kind.value for a in ctx.anchors} == kinds
@@ -118,12 +125,16 @@ def test_rerank_off_keeps_native_matches_only(engine: GravityEngine) -> None:
 def test_expansion_off_and_summary_baseline(engine: GravityEngine) -> None:
     assert engine.query("Where does Maya work?", config=PRESETS["-expansion"]).expansions == []
     summed = engine.query("Where does Maya work?", config=PRESETS["+Sum"])
-    assert summed.blocks.summaries and not (summed.blocks.topics or summed.blocks.entities or summed.blocks.events)
+    assert summed.blocks.summaries and not (
+        summed.blocks.topics or summed.blocks.entities or summed.blocks.events
+    )
     assert summed.expansions == [] and summed.anchors == []
     assert "<conversation_summaries>" in summed.text
 
 
-def test_query_embedding_is_computed_once_or_taken_from_the_host(kb_dir: Path, minilm: MiniLMEmbedder) -> None:
+def test_query_embedding_is_computed_once_or_taken_from_the_host(
+    kb_dir: Path, minilm: MiniLMEmbedder
+) -> None:
     spy = CountingEmbedder(minilm)
     engine = GravityEngine.from_dir(kb_dir, embedder=spy)
     first = engine.query("Where does Maya work?")

@@ -25,7 +25,9 @@ LINES = [
 
 def batch(session: str = "s1") -> list[Utterance]:
     return [
-        Utterance(id=f"{session}:{i}", speaker=s, text=t, session=session, timestamp=T0 + timedelta(minutes=i))
+        Utterance(
+            id=f"{session}:{i}", speaker=s, text=t, session=session, timestamp=T0 + timedelta(minutes=i)
+        )
         for i, (s, t) in enumerate(LINES, start=1)
     ]
 
@@ -44,8 +46,15 @@ def test_offline_summary_one_per_session() -> None:
 
 
 def test_llm_summary_is_asked_once_per_batch_and_attributed() -> None:
-    answer = json.dumps({"summary": "Jonas finished a pottery course; Lena moved to Bristol.", "sources": ["s1:2", "s1:4", "x"]})
-    model = RecordedModel({"BatchSummary": answer, "FusedExtraction": json.dumps({"entities": [], "events": [], "topics": []})})
+    answer = json.dumps(
+        {
+            "summary": "Jonas finished a pottery course; Lena moved to Bristol.",
+            "sources": ["s1:2", "s1:4", "x"],
+        }
+    )
+    model = RecordedModel(
+        {"BatchSummary": answer, "FusedExtraction": json.dumps({"entities": [], "events": [], "topics": []})}
+    )
     extractor = LLMExtractor(model, fused=True, summaries=True)
     update = extractor.extract(batch(), KnowledgeBase())
     assert len(model.calls) == 2

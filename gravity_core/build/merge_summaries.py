@@ -9,7 +9,9 @@ from gravity_core.schema import KnowledgeBase, SummaryObservation, SummaryRecord
 __all__ = ["merge_summaries"]
 
 
-def merge_summaries(kb: KnowledgeBase, observations: Iterable[SummaryObservation], said: Mapping[str, Utterance]) -> None:
+def merge_summaries(
+    kb: KnowledgeBase, observations: Iterable[SummaryObservation], said: Mapping[str, Utterance]
+) -> None:
     """Add each summary as its own record, dated by its earliest source."""
     for obs in observations:
         number = len(kb.summaries) + 1

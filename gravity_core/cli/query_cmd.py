@@ -35,14 +35,18 @@ def query(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     preset: Annotated[str, typer.Option(help=f"Settings preset: {', '.join(PRESETS)}.")] = "full",
     question_date: Annotated[
-        str | None, typer.Option("--date", help="Date the question is asked (YYYY-MM-DD); default: the KB's last day.")
+        str | None,
+        typer.Option("--date", help="Date the question is asked (YYYY-MM-DD); default: the KB's last day."),
     ] = None,
-    token_budget: Annotated[int | None, typer.Option(min=1, help="Token budget of the blocks (cl100k).")] = None,
+    token_budget: Annotated[
+        int | None, typer.Option(min=1, help="Token budget of the blocks (cl100k).")
+    ] = None,
     chroma_path: Annotated[
         Path | None, typer.Option(help="Search the anchors in an embedded Chroma database in this folder.")
     ] = None,
     chroma_server: Annotated[
-        str | None, typer.Option(help="Search the anchors in a Chroma server, HOST:PORT (shared by processes).")
+        str | None,
+        typer.Option(help="Search the anchors in a Chroma server, HOST:PORT (shared by processes)."),
     ] = None,
 ) -> None:
     """Select anchors for a question and print the expansions and the prompt blocks (no model call)."""

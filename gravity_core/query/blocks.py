@@ -442,9 +442,9 @@ def format_blocks(
 
     Budget: when the text has more than ``token_budget`` tokens, the lowest-scored anchor is
     dropped (ties: the one selected later), until it fits; while some kind still has several
-    anchors, only those kinds lose one, so each block keeps its best anchor as long as possible. Each item is rendered and
-    counted once. The budget covers the whole text, instruction included; when even one anchor
-    does not fit, the result is empty.
+    anchors, only those kinds lose one, so each block keeps its best anchor as long as possible.
+    Each item is rendered and counted once. The budget covers the whole text, instruction
+    included; when even one anchor does not fit, the result is empty.
 
     Args:
         kb: the knowledge base the anchors come from; anchors missing from it are skipped.

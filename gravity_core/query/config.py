@@ -37,7 +37,9 @@ class QueryConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    modules: frozenset[AnchorKind] = Field(default=frozenset(AnchorKind), description="Anchor modules that run.")
+    modules: frozenset[AnchorKind] = Field(
+        default=frozenset(AnchorKind), description="Anchor modules that run."
+    )
     k_entity: int = Field(default=3, ge=0)
     k_event: int = Field(default=5, ge=0)
     k_topic: int = Field(default=2, ge=0)
@@ -46,7 +48,9 @@ class QueryConfig(BaseModel):
     sigma_topic: float = Field(default=0.2, ge=-1.0, le=1.0)
     temporal_slots: int = Field(default=2, ge=0, description="Event slots reserved for date matches.")
     candidate_pool: int = Field(default=50, ge=1, description="Candidates per module from native matching.")
-    rerank: bool = Field(default=True, description="Rerank candidates by embedding cosine (off: native order).")
+    rerank: bool = Field(
+        default=True, description="Rerank candidates by embedding cosine (off: native order)."
+    )
     expand: bool = Field(default=True, description="Make expanded queries for the host's store.")
     expansion_budget: int = Field(default=9, ge=0)
     token_budget: int | None = Field(default=700, ge=1, description="cl100k tokens of the whole injection.")
@@ -57,7 +61,11 @@ class QueryConfig(BaseModel):
         """How many anchors of ``kind`` to keep (0 when the module is off)."""
         if kind not in self.modules:
             return 0
-        return {AnchorKind.ENTITY: self.k_entity, AnchorKind.EVENT: self.k_event, AnchorKind.TOPIC: self.k_topic}[kind]
+        return {
+            AnchorKind.ENTITY: self.k_entity,
+            AnchorKind.EVENT: self.k_event,
+            AnchorKind.TOPIC: self.k_topic,
+        }[kind]
 
     def sigma_for(self, kind: AnchorKind) -> float:
         """The similarity floor of ``kind``."""

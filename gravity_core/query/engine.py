@@ -60,7 +60,8 @@ class GravityEngine:
     ) -> None:
         if index.embedder and index.embedder != embedder.name:
             raise ConfigurationError(
-                f"the KB's vectors were made by '{index.embedder}', but the query embedder is '{embedder.name}'"
+                f"the KB's vectors were made by '{index.embedder}', "
+                f"but the query embedder is '{embedder.name}'"
             )
         self.kb = kb
         self.index = index
@@ -202,7 +203,9 @@ class GravityEngine:
     def _summaries(self, question: str, vector: np.ndarray, cfg: QueryConfig) -> AnchorContext:
         summaries = self.summary_vectors
         if not summaries.ids:
-            raise ConfigurationError("the '+Sum' baseline needs a KB built with batch summaries; this one has none")
+            raise ConfigurationError(
+                "the '+Sum' baseline needs a KB built with batch summaries; this one has none"
+            )
         scores = summaries.matrix @ vector
         best = np.argsort(-scores, kind="stable")[: cfg.k_summary]
         records = [self.kb.summaries[summaries.ids[i]] for i in best if summaries.ids[i] in self.kb.summaries]

@@ -73,7 +73,10 @@ class AnchorContext:
             "question": self.question,
             "expansions": list(self.expansions),
             "blocks": self.blocks.as_dict(),
-            "anchors": [{"type": a.kind.value, "id": a.id, "score": round(a.score, 4), "reason": a.reason} for a in self.anchors],
+            "anchors": [
+                {"type": a.kind.value, "id": a.id, "score": round(a.score, 4), "reason": a.reason}
+                for a in self.anchors
+            ],
             "tokens": self.tokens,
             "text": self.text,
         }
