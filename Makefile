@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 KB     ?= kb-sample
 
-.PHONY: demo test install install-test bench clean
+.PHONY: demo test lint install install-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: install
 
 test: install-test
 	$(BIN)/python -m pytest
+
+lint: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/ruff check gravity_core gravity_langchain gravity_llamaindex tests
+	$(BIN)/mypy -p gravity_core -p gravity_langchain -p gravity_llamaindex
 
 clean:
 	rm -rf $(VENV) $(KB) .pytest_cache
