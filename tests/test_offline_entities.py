@@ -275,6 +275,77 @@ def test_first_person_attribute_patterns(text: str, name: str, value: str, exclu
     assert matching[0].sources == ["S1:1"]
 
 
+@pytest.mark.parametrize(
+    ("text", "name", "value"),
+    [
+        ("I've worked at Cedar Point Clinic for six years now.", "employer", "Cedar Point Clinic"),
+        ("I've been working at Pinewood Books since the spring.", "employer", "Pinewood Books"),
+        ("I'm starting at Orbital Foods next Monday.", "employer", "Orbital Foods"),
+        ("I start at Greyfield Academy on the 3rd of May.", "employer", "Greyfield Academy"),
+        ("My first week at Tallow Studio went fine.", "employer", "Tallow Studio"),
+        ("First day at Tallow Studio done.", "employer", "Tallow Studio"),
+        ("They offered me the job at Quayside Dental!", "employer", "Quayside Dental"),
+        ("I got the job at Quayside Dental.", "employer", "Quayside Dental"),
+        ("I'm working as a librarian these days.", "occupation", "librarian"),
+        ("I've worked as a paramedic since college.", "occupation", "paramedic"),
+        ("I'm the only data analyst they have left.", "occupation", "data analyst"),
+        ("I'm the lead designer on that project.", "occupation", "lead designer"),
+        ("I've lived in Utrecht for ten years.", "location", "Utrecht"),
+        ("My landlord in Glasgow finally fixed the boiler.", "location", "Glasgow"),
+        ("We moved down to Exeter last month.", "location", "Exeter"),
+        ("I'm now a resident of Tromso.", "location", "Tromso"),
+    ],
+)
+def test_present_perfect_progressive_and_named_patterns(text: str, name: str, value: str) -> None:
+    ann = _speaker_facts(text)
+    matching = [a for a in ann.attributes if a.name == name]
+    assert [a.value for a in matching] == [value], ann.attributes
+    assert matching[0].exclusive is True
+    assert matching[0].confidence == 0.8
+
+
+def test_worked_at_a_place_as_a_job_gives_employer_and_occupation() -> None:
+    ann = _speaker_facts("I've worked at Cedar Point Clinic as a pharmacist for years.")
+    assert _attrs(ann, "employer") == ["Cedar Point Clinic"]
+    assert _attrs(ann, "occupation") == ["pharmacist"]
+    assert ("works_at", "Cedar Point Clinic") in [(r.relation, r.object) for r in ann.relations]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("I'm moving to Lisbon in the autumn.", "Lisbon"), ("The rent here in Oslo is wild for me.", "Oslo")],
+)
+def test_planned_moves_and_here_in_give_a_weak_location(text: str, value: str) -> None:
+    location = [a for a in _speaker_facts(text).attributes if a.name == "location"]
+    assert [(a.value, a.confidence) for a in location] == [(value, 0.5)]
+
+
+def test_a_resident_statement_takes_the_one_place_named_in_the_turn() -> None:
+    ann = _speaker_facts("Hello from Tromso! I'm officially a local.")
+    assert _attrs(ann, "location") == ["Tromso"]
+    two_places = _speaker_facts("Back from Oslo, off to Bergen! I'm officially a local.")
+    assert _attrs(two_places, "location") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I start at 9 tomorrow.",
+        "I started at the bottom.",
+        "My first day at work was fine.",
+        "I've lived in a van for a while.",
+        "I'm moving to May for the deadline.",
+        "My landlord in the end said no.",
+        "I'm the only one who knows.",
+        "Isn't he your partner in crime?",
+    ],
+)
+def test_near_misses_of_the_new_patterns_give_no_fact(text: str) -> None:
+    ann = _speaker_facts(text)
+    assert [a for a in ann.attributes if a.name in {"employer", "location", "occupation"}] == []
+    assert ann.relations == []
+
+
 def test_employer_also_gives_a_works_at_relation() -> None:
     ann = _speaker_facts("I work at Brightwave Labs.")
     assert [(r.relation, r.object, r.object_type) for r in ann.relations] == [

@@ -205,6 +205,68 @@ def test_a_new_subject_opens_a_new_topic() -> None:
     assert car.label.casefold() != topic.label.casefold()
 
 
+def _add_car_topic(kb: KnowledgeBase) -> TopicAnchor:
+    earlier = _turns(CAR, "S0", start=50)
+    kb.utterances.update({u.id: u for u in earlier})
+    topic = TopicAnchor(
+        id="topic-car",
+        label="car / mechanic",
+        keywords=["car", "mechanic", "engine", "brakes"],
+        participants=["Alison", "Bob"],
+        sessions=["S0"],
+        arc=[
+            ArcSnapshot(
+                session="S0",
+                date=earlier[0].timestamp,
+                summary="Bob: the car.",
+                sources=[u.id for u in earlier],
+            )
+        ],
+        sources=[u.id for u in earlier],
+    )
+    kb.topics[topic.id] = topic
+    return topic
+
+
+@pytest.mark.parametrize(("margin", "linked"), [(0.05, True), (1.9, False)])
+def test_below_the_threshold_a_segment_joins_only_a_topic_that_clearly_beats_the_others(
+    margin: float, linked: bool
+) -> None:
+    kb, garden = _kb_with_garden_topic()
+    _add_car_topic(kb)
+    extractor = _extractor(similarity_threshold=1.9, margin_floor=0.0, margin=margin)
+
+    observations = extractor.extract(_turns(GARDEN_LATER, "S2", day=8), kb)
+
+    assert [o.topic_id for o in observations] == [garden.id if linked else None]
+
+
+def test_below_the_margin_floor_a_standing_out_topic_is_not_joined() -> None:
+    kb, _ = _kb_with_garden_topic()
+    _add_car_topic(kb)
+    extractor = _extractor(similarity_threshold=1.9, margin_floor=1.8, margin=0.0)
+
+    observations = extractor.extract(_turns(GARDEN_LATER, "S2", day=8), kb)
+
+    assert [o.topic_id for o in observations] == [None]
+
+
+def test_words_shared_with_a_topic_raise_the_link_score() -> None:
+    kb, garden = _kb_with_garden_topic()
+    batch = _turns(GARDEN_LATER, "S2", day=8)
+
+    def extractor(weight: float) -> TopicExtractor:
+        return _extractor(similarity_threshold=0.9, margin_floor=2.0, keyword_weight=weight)
+
+    without_words = extractor(0.0).extract(batch, kb)
+    with_words = extractor(1.0).extract(batch, kb)
+    unrelated = extractor(1.0).extract(_turns(CAR, "S2", day=8), kb)
+
+    assert [o.topic_id for o in without_words] == [None]
+    assert [o.topic_id for o in with_words] == [garden.id]
+    assert [o.topic_id for o in unrelated] == [None]
+
+
 def test_a_subject_resumed_later_in_the_session_is_one_observation() -> None:
     batch = _turns(GARDEN + CAR + GARDEN_LATER, "S1")
 
@@ -346,6 +408,8 @@ def test_statistics_from_another_conversation_do_not_leak() -> None:
         {"min_segment_turns": 0},
         {"max_facts": -1},
         {"summary_chars": 10},
+        {"margin": -0.1},
+        {"margin_floor": 2.5},
     ],
 )
 def test_bad_settings_are_configuration_errors(settings: dict[str, float]) -> None:

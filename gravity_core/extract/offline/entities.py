@@ -459,15 +459,25 @@ def _occupation_value(raw: str) -> tuple[str, str | None] | None:
     value = clip_value(head_part, max_words=4)
     if not value:
         return None
+    value = re.sub(r"^(?:only|sole|one|other|new|current)\s+", "", value, flags=re.IGNORECASE)
     words = value.lower().split()
+    # "backend developer they've got": the job ends at its last occupation noun.
+    last = max((k for k, w in enumerate(words) if _is_job_noun(w)), default=None)
+    if last is not None and last < len(words) - 1:
+        words = words[: last + 1]
+        value = " ".join(value.split()[: last + 1])
+    if not words:
+        return None
     head = words[-1]
     if head in _NOT_OCCUPATIONS or any(w in _NOT_OCCUPATIONS for w in words):
         return None
-    if head not in _OCCUPATIONS and not (
-        len(head) > 5 and head.endswith(("ist", "ian", "ologist", "grapher"))
-    ):
+    if not _is_job_noun(head):
         return None
     return value, (org or None)
+
+
+def _is_job_noun(word: str) -> bool:
+    return word in _OCCUPATIONS or (len(word) > 5 and word.endswith(("ist", "ian", "ologist", "grapher")))
 
 
 def _h_occupation(match: re.Match[str], conf: float) -> list[_Fact]:
@@ -484,6 +494,49 @@ def _h_occupation(match: re.Match[str], conf: float) -> list[_Fact]:
             if name == "employer":
                 facts.append(_Fact("rel", "works_at", where, conf, object_type=EntityType.ORGANIZATION))
     return facts
+
+
+def _h_employer_named(match: re.Match[str], conf: float) -> list[_Fact]:
+    """Employer from a pattern that only holds with a name ("I start at Harbourside" but not "at 9")."""
+    raw = match.group("org").strip()
+    if not is_capitalized(raw) or re.match(r"\d", raw):
+        return []
+    return _h_employer(match, conf)
+
+
+def _h_employer_as(match: re.Match[str], conf: float) -> list[_Fact]:
+    """'I've worked at X as a nurse': the employer, and the occupation after 'as a'."""
+    facts = _h_employer(match, conf)
+    role = re.search(r"\bas\s+an?\s+(?P<job>.+)", match.group("org"))
+    if facts and role is not None:
+        found = _occupation_value(role.group("job"))
+        if found is not None:
+            facts.append(_Fact("attr", "occupation", found[0], conf, exclusive=True))
+    return facts
+
+
+def _h_place(name: str, confidence: float = 1.0) -> Callable[[re.Match[str], float], list[_Fact]]:
+    """A place attribute that holds only when the pattern is followed by a name ("my landlord in Leeds")."""
+
+    def handler(match: re.Match[str], conf: float) -> list[_Fact]:
+        raw = match.group("v").strip()
+        if not is_capitalized(raw):
+            return []
+        value = _name_or_phrase(raw, 4)
+        if value is None or value.split()[0].lower() in _TIME_WORDS or value.lower() in _NOT_PLACES:
+            return []
+        return [_Fact("attr", name, value, min(conf, confidence), exclusive=True)]
+
+    return handler
+
+
+# Capitalized words that follow "in"/"to" without naming a place.
+_NOT_PLACES = word_set(
+    """
+january february march april may june july august september october november december monday tuesday
+wednesday thursday friday saturday sunday spring summer autumn fall winter christmas easter
+"""
+)
 
 
 def _h_attr(
@@ -586,12 +639,19 @@ def _h_started(match: re.Match[str], conf: float) -> list[_Fact]:
 
 # --------------------------------------------------------------------------- the pattern table
 
-_FIRST = {"I": r"\bI", "IM": r"\bI(?:'m|\s+am)", "IVE": r"\bI(?:'ve|\s+have)", "MY": r"\b(?:[Mm]y|[Oo]ur)"}
+_FIRST = {
+    "I": r"\bI",
+    "IM": r"\bI(?:'m|\s+am)",
+    "IVE": r"\bI(?:'ve|\s+have)",
+    "MY": r"\b(?:[Mm]y|[Oo]ur)",
+    "ME": r"(?:me|us)\b",
+}
 _SECOND = {
     "I": r"\b(?<!if )(?<!do )(?<!did )[Yy]ou",
     "IM": r"\b[Yy]ou(?:'re|\s+are)",
     "IVE": r"\b[Yy]ou(?:'ve|\s+have)",
     "MY": r"\b[Yy]our",
+    "ME": r"you\b",
 }
 _REL_WORDS = "|".join(sorted((re.escape(w) for w in _RELATIONS), key=len, reverse=True))
 _REL_ADJ = (
@@ -601,7 +661,7 @@ _REL_ADJ = (
 
 
 def _table() -> list[tuple[str, Callable[[re.Match[str], float], list[_Fact]], bool]]:
-    """(template, handler, applies to second person) rows; templates use {I} {IM} {IVE} {MY}."""
+    """(template, handler, applies to second person) rows; templates use {I} {IM} {IVE} {MY} {ME}."""
     return [
         # Relations and pets with a name.
         (
@@ -641,7 +701,53 @@ def _table() -> list[tuple[str, Callable[[re.Match[str], float], list[_Fact]], b
             _h_employer,
             True,
         ),
-        (r"{I}\s+" + _ADV + r"work\s+as\s+(?:a|an)\s+(?P<job>.+)", _h_occupation, True),
+        (
+            r"(?:{IVE}|{I}'d|{I}\s+had)\s+"
+            + _ADV
+            + r"(?:worked|been\s+working|been\s+employed)\s+(?:at|for)\s+"
+            r"(?P<org>.+)",
+            _h_employer_as,
+            True,
+        ),
+        (
+            r"{I}\s+" + _ADV + r"(?:start|started|begin|began|'ll\s+start|will\s+start)\s+"
+            r"(?:(?:work|working|my\s+new\s+job)\s+)?at\s+(?P<org>.+)",
+            _h_employer_named,
+            True,
+        ),
+        (
+            r"{IM}\s+" + _ADV + r"(?:starting|beginning)\s+(?:(?:work|my\s+new\s+job)\s+)?at\s+(?P<org>.+)",
+            _h_employer_named,
+            True,
+        ),
+        (
+            r"{MY}\s+first\s+(?:\w+\s+)?(?:day|week|month|shift)\s+(?:at|with)\s+(?P<org>.+)",
+            _h_employer_named,
+            True,
+        ),
+        (
+            r"^(?i:first)\s+(?:\w+\s+)?(?:day|week|month|shift)\s+(?:at|with)\s+(?P<org>.+)",
+            _h_employer_named,
+            False,
+        ),
+        (
+            r"\boffered\s+{ME}\s+(?:a|the)\s+(?:\w+\s+)?(?:job|position|role|post)\s+(?:at|with)\s+(?P<org>.+)",
+            _h_employer_named,
+            True,
+        ),
+        (
+            r"(?:{I}|{IVE}|{IM})\s+"
+            + _ADV
+            + r"(?:work(?:s|ed)?|working|been\s+working|started|volunteer(?:ed)?)\s+"
+            r"as\s+(?:a|an)\s+(?P<job>.+)",
+            _h_occupation,
+            True,
+        ),
+        (
+            r"{IM}\s+" + _ADV + r"the\s+(?P<job>(?:only|sole|new|head|lead|senior|junior|main)\s+.+)",
+            _h_occupation,
+            True,
+        ),
         (r"{MY}\s+(?:job|work|role)\s+as\s+(?:a|an)\s+(?P<job>.+)", _h_occupation, True),
         (r"{IM}\s+" + _ADV + r"(?:a|an)\s+(?P<job>.+)", _h_occupation, True),
         # Places.
@@ -650,6 +756,38 @@ def _table() -> list[tuple[str, Callable[[re.Match[str], float], list[_Fact]], b
         (
             r"(?:{I}|\b[Ww]e)\s+" + _ADV + r"(?:moved|relocated)\s+(?:back\s+)?to\s+(?P<v>.+)",
             _h_attr("location", True, 5, True),
+            True,
+        ),
+        (
+            r"(?:{IVE}|{I}'d|{I}\s+had)\s+" + _ADV + r"(?:lived|been\s+living)\s+in\s+(?P<v>.+)",
+            _h_place("location"),
+            True,
+        ),
+        (
+            r"(?:{IM}|\b[Ww]e(?:'re|\s+are))\s+"
+            + _ADV
+            + r"moving\s+(?:back\s+|down\s+|up\s+|over\s+)?to\s+(?P<v>.+)",
+            _h_place("location", WEAK),
+            True,
+        ),
+        (
+            r"(?:{I}|\b[Ww]e)\s+"
+            + _ADV
+            + r"(?:moved|relocated)\s+(?:back\s+|down\s+|up\s+|over\s+|here\s+)?to\s+"
+            r"(?P<v>.+)",
+            _h_place("location"),
+            True,
+        ),
+        (
+            r"{MY}\s+(?:landlord|landlady|flat|apartment|flatmates?|neighbou?rs?|commute|local\s+\w+)\s+(?:in|here\s+in)\s+"
+            r"(?P<v>.+)",
+            _h_place("location"),
+            True,
+        ),
+        (r"\b(?:[Hh]ere|[Bb]ack\s+home)\s+in\s+(?P<v>.+)", _h_place("location", WEAK), False),
+        (
+            r"{IM}\s+" + _ADV + r"(?:a|an)\s+(?:\w+\s+)?(?:resident|local)\s+(?:of|in)\s+(?P<v>.+)",
+            _h_place("location"),
             True,
         ),
         (r"{IM}\s+" + _ADV + r"(?:originally\s+)?from\s+(?P<v>.+)", _h_attr("origin", True, 5, True), True),
@@ -758,7 +896,7 @@ def _table() -> list[tuple[str, Callable[[re.Match[str], float], list[_Fact]], b
 
 
 def _fill(template: str, subjects: dict[str, str]) -> str:
-    return re.sub(r"\{(I|IM|IVE|MY)\}", lambda m: subjects[m.group(1)], template)
+    return re.sub(r"\{(I|IM|IVE|MY|ME)\}", lambda m: subjects[m.group(1)], template)
 
 
 @functools.cache
@@ -773,9 +911,29 @@ def _patterns() -> tuple[list[_Pattern], list[_Pattern]]:
     return first, second
 
 
-_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|my|My|our|Our|we|We|As|as)\b")
+# A sentence opening "First week at ..." has an implied "my".
+_FIRST_PERSON_RE = re.compile(
+    r"\b(?:I|I'm|I've|I'd|my|My|our|Our|we|We|As|as|me|us)\b|\b[Hh]ere\s+in\b"
+    r"|^(?i:first)\s+(?:\w+\s+)?(?:day|week|month|shift)\b"
+)
 _SECOND_PERSON_RE = re.compile(r"\b(?:[Yy]ou|[Yy]ou're|[Yy]ou've|[Yy]our)\b")
 _HYPOTHETICAL_RE = re.compile(r"\b(?:if|wish|would|could|should|might|maybe|hope)\b", re.IGNORECASE)
+
+
+# "Greetings from Bristol! I'm officially a resident.": the place is named in another sentence.
+_RESIDENT_RE = re.compile(
+    r"\bI(?:'m|\s+am)\s+" + _ADV + r"(?:a\s+)?(?:local|resident|(?:living|based)\s+here)\b(?!\s+(?:of|in)\b)"
+)
+_RESIDENT_PLACE_RE = re.compile(r"\b(?:from|in|to)\s+(?P<v>[A-Z][a-zA-Z'\-]+(?:\s+[A-Z][a-zA-Z'\-]+)?)")
+
+
+def _resident_place(text: str) -> str | None:
+    """The one place named in a turn that says "I'm a resident/local" without naming it there."""
+    if _RESIDENT_RE.search(text) is None or "?" in text:
+        return None
+    places = {m.group("v") for m in _RESIDENT_PLACE_RE.finditer(text)}
+    places = {p for p in places if p.split()[0].lower() not in _NOT_PLACES and p.lower() not in COMMON_WORDS}
+    return places.pop() if len(places) == 1 else None
 
 
 # --------------------------------------------------------------------------- type guessing
@@ -1056,6 +1214,15 @@ def extract_entities(batch: Sequence[Utterance], kb: KnowledgeBase) -> list[Enti
                         acc_for,
                         canonical,
                     )
+        resident = _resident_place(text)
+        if resident is not None:
+            _apply(
+                _Fact("attr", "location", resident, EXPLICIT, exclusive=True),
+                speaker_acc,
+                utt.id,
+                acc_for,
+                canonical,
+            )
         for attachment in utt.attachments:
             caption = _attachment_caption(attachment)
             if caption:

@@ -63,6 +63,7 @@ class _Segment:
     positions: list[int]  # indexes into _Content, in time order
     vector: _Vector
     keywords: set[str]  # lemmas of its top keywords
+    bag: dict[str, float]  # TF-IDF weights of its content lemmas, L2-normalized
 
 
 @dataclass
@@ -77,6 +78,13 @@ class _Group:
 
     def keywords(self) -> set[str]:
         return set().union(*(s.keywords for s in self.segments))
+
+    def bag(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for s in self.segments:
+            for lemma, weight in s.bag.items():
+                total[lemma] = total.get(lemma, 0.0) + weight * len(s.positions)
+        return _normalize_bag(total)
 
 
 class _ConversationStats:
@@ -119,8 +127,12 @@ class TopicExtractor:
        valleys become boundaries, at most one per ``segment_turns`` turns, none shallower than
        ``boundary_depth`` and no segment shorter than ``min_segment_turns``.
     2. **Linking.** A segment joins the known topic or the earlier segment group of the batch
-       whose vector is most similar, if the score (cosine plus ``keyword_weight`` times keyword
-       overlap) reaches ``similarity_threshold``; otherwise it opens a new topic. A known topic's
+       with the best score (cosine of the vectors plus ``keyword_weight`` times the cosine of
+       their TF-IDF word profiles, so recurring names and nouns count) if the score reaches
+       ``similarity_threshold``, or reaches ``margin_floor`` and beats every other candidate by
+       ``margin``; otherwise it opens a new topic. The second rule serves short chats that weave
+       several threads into each session: their segments are mixed, so even the right topic scores
+       below the threshold, but it still stands out from the rest. A known topic's
        vector is the centroid of the turns its latest ``profile_arcs`` arc snapshots cite, read
        from ``kb.utterances``, so it is on the same scale as a segment's; a topic whose sources are
        not in the KB falls back to an embedded profile text (label, keywords, latest summaries).
@@ -148,7 +160,10 @@ class TopicExtractor:
         window: Turns on each side of a gap compared when scoring boundaries.
         min_segment_turns: Fewest content turns in a segment.
         min_content_words: Turns with fewer content words (and no attachment) are chit-chat.
-        keyword_weight: Weight of the keyword overlap (0..1) added to the cosine when linking.
+        keyword_weight: Weight of the word-profile cosine (0..1) added to the vector cosine when
+            linking.
+        margin_floor: Lowest score at which a segment joins a candidate that stands out.
+        margin: How far the best candidate must beat the runner-up to join below the threshold.
         max_keywords: Keywords per observation.
         label_terms: Keywords joined into a new topic's label.
         max_facts: Facts per observation.
@@ -170,6 +185,8 @@ class TopicExtractor:
         min_segment_turns: int = 3,
         min_content_words: int = 2,
         keyword_weight: float = 0.1,
+        margin_floor: float = 0.55,
+        margin: float = 0.1,
         max_keywords: int = 8,
         label_terms: int = 2,
         max_facts: int = 3,
@@ -178,8 +195,10 @@ class TopicExtractor:
     ) -> None:
         if not -1.0 <= similarity_threshold <= 2.0:
             raise ConfigurationError(f"similarity_threshold must be in [-1, 2], got {similarity_threshold}")
-        if boundary_depth < 0.0 or keyword_weight < 0.0:
-            raise ConfigurationError("boundary_depth and keyword_weight must be >= 0")
+        if boundary_depth < 0.0 or keyword_weight < 0.0 or margin < 0.0:
+            raise ConfigurationError("boundary_depth, keyword_weight and margin must be >= 0")
+        if not -1.0 <= margin_floor <= 2.0:
+            raise ConfigurationError(f"margin_floor must be in [-1, 2], got {margin_floor}")
         if segment_turns < 1.0:
             raise ConfigurationError(f"segment_turns must be >= 1, got {segment_turns}")
         for name, value in (
@@ -203,6 +222,8 @@ class TopicExtractor:
         self._min_turns = min_segment_turns
         self._min_words = min_content_words
         self._keyword_weight = keyword_weight
+        self._margin_floor = margin_floor
+        self._margin = margin
         self._max_keywords = max_keywords
         self._label_terms = min(label_terms, max_keywords)
         self._max_facts = max_facts
@@ -296,7 +317,8 @@ class TopicExtractor:
                 docs = [content.tokens[p] for p in run]
                 ranked = rank_keywords(docs, self._stats.df, self._max_keywords)
                 vector = _centroid(content.vectors[run], docs)
-                segments.append(_Segment(session, run, vector, {lemma for lemma, _, _ in ranked}))
+                keywords = {lemma for lemma, _, _ in ranked}
+                segments.append(_Segment(session, run, vector, keywords, self._bag(docs)))
         return segments
 
     def _split(self, positions: list[int], vectors: _Vector) -> list[list[int]]:
@@ -325,22 +347,25 @@ class TopicExtractor:
 
     def _link(self, segments: list[_Segment], kb: KnowledgeBase, names: frozenset[str]) -> list[_Group]:
         topics = list(kb.topics.values())
-        vectors = [self._topic_vector(t, kb, names) for t in topics]
-        keywords = [{lemmatize(w.casefold()) for k in t.keywords for w in k.split()} for t in topics]
+        profiles = [self._topic_profile(t, kb, names) for t in topics]
         known: dict[str, _Group] = {}
         new: list[_Group] = []
         order: list[_Group] = []
         for segment in segments:
-            best, choice = -math.inf, None
-            for topic, vector, words in zip(topics, vectors, keywords, strict=True):
-                score = self._score(segment, vector, words)
+            best, second, choice = -math.inf, -math.inf, None
+            for topic, (vector, bag) in zip(topics, profiles, strict=True):
+                score = self._score(segment, vector, bag)
                 if score > best:
-                    best, choice = score, known.get(topic.id) or _Group(topic)
+                    best, second, choice = score, best, known.get(topic.id) or _Group(topic)
+                else:
+                    second = max(second, score)
             for group in new:
-                score = self._score(segment, group.vector(), group.keywords())
+                score = self._score(segment, group.vector(), group.bag())
                 if score > best:
-                    best, choice = score, group
-            if choice is None or best < self._threshold:
+                    best, second, choice = score, best, group
+                else:
+                    second = max(second, score)
+            if choice is None or not self._links(best, second):
                 choice = _Group(None)
                 new.append(choice)
             elif choice.topic is not None:
@@ -350,15 +375,36 @@ class TopicExtractor:
             choice.segments.append(segment)
         return order
 
-    def _score(self, segment: _Segment, vector: _Vector, keywords: set[str]) -> float:
-        cosine = float(segment.vector @ vector)
-        if not self._keyword_weight or not keywords or not segment.keywords:
-            return cosine
-        overlap = len(segment.keywords & keywords) / min(len(segment.keywords), len(keywords))
-        return cosine + self._keyword_weight * overlap
+    def _links(self, best: float, second: float) -> bool:
+        """Whether a segment joins its best match: a high score, or a fair one that stands out."""
+        if best >= self._threshold:
+            return True
+        return best >= self._margin_floor and second > -math.inf and best - second >= self._margin
 
-    def _topic_vector(self, topic: TopicAnchor, kb: KnowledgeBase, names: frozenset[str]) -> _Vector:
-        """Centroid of the turns cited by the topic's latest arc snapshots, else of its profile text."""
+    def _score(self, segment: _Segment, vector: _Vector, bag: dict[str, float]) -> float:
+        cosine = float(segment.vector @ vector)
+        if not self._keyword_weight:
+            return cosine
+        return cosine + self._keyword_weight * _bag_cosine(segment.bag, bag)
+
+    def _bag(self, docs: Sequence[Sequence[Token]]) -> dict[str, float]:
+        """TF-IDF profile of some turns: each lemma counted once per turn, sublinear in the count."""
+        counts: dict[str, int] = {}
+        for doc in docs:
+            for lemma in {t.lemma for t in doc}:
+                counts[lemma] = counts.get(lemma, 0) + 1
+        return _normalize_bag(
+            {lemma: (1.0 + math.log(n)) * self._stats.df.idf(lemma) for lemma, n in counts.items()}
+        )
+
+    def _topic_profile(
+        self, topic: TopicAnchor, kb: KnowledgeBase, names: frozenset[str]
+    ) -> tuple[_Vector, dict[str, float]]:
+        """Vector and TF-IDF profile of a known topic, from the turns its latest arc snapshots cite.
+
+        The vector is their centroid (else the embedded profile text); the profile covers the same
+        turns (else the topic's keywords).
+        """
         cited = [
             kb.utterances[i]
             for snapshot in topic.arc[-self._profile_arcs :]
@@ -366,9 +412,11 @@ class TopicExtractor:
             if i in kb.utterances
         ]
         if cited:
+            docs = [content_tokens(u.full_text(), names) for u in cited]
             vectors = self._embed([u.full_text() for u in cited])
-            return _centroid(vectors, [content_tokens(u.full_text(), names) for u in cited])
-        return self._embed([self._profile_text(topic)])[0]
+            return _centroid(vectors, docs), self._bag(docs)
+        words = [Token(lemmatize(w.casefold()), w, False) for k in topic.keywords for w in k.split()]
+        return self._embed([self._profile_text(topic)])[0], self._bag([words])
 
     def _profile_text(self, topic: TopicAnchor) -> str:
         summaries = [_strip_speakers(a.summary, topic.participants) for a in topic.arc[-self._profile_arcs :]]
@@ -498,6 +546,17 @@ def _centroid(vectors: _Vector, docs: Sequence[Sequence[Token]]) -> _Vector:
     """Mean of the turn vectors, weighted by content words (capped), L2-normalized."""
     weights = np.array([min(len(d), 10) + 1 for d in docs], dtype=np.float32)
     return _normalize((vectors * weights[:, None]).sum(axis=0))
+
+
+def _normalize_bag(bag: dict[str, float]) -> dict[str, float]:
+    norm = math.sqrt(sum(w * w for w in bag.values()))
+    return {k: w / norm for k, w in bag.items()} if norm > 0 else {}
+
+
+def _bag_cosine(a: dict[str, float], b: dict[str, float]) -> float:
+    if len(b) < len(a):
+        a, b = b, a
+    return sum(w * b.get(k, 0.0) for k, w in a.items())
 
 
 def _normalize(vector: npt.NDArray[np.floating]) -> _Vector:
