@@ -1,0 +1,193 @@
+"""A node postprocessor that puts GRAVITY's anchor blocks first in the synthesizer's context."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.query.types import AnchorContext
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
+
+__all__ = [
+    "GRAVITY_METADATA_KEY",
+    "GravityNodePostprocessor",
+    "KeepGravityFirst",
+    "anchor_node",
+    "is_gravity_node",
+    "split_gravity_nodes",
+]
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+GRAVITY_METADATA_KEY = "gravity"
+"""Metadata key set to ``True`` on the anchor node: how code tells it from retrieved memories."""
+
+ANCHOR_NODE_SCORE = 1.0
+
+
+def is_gravity_node(node: NodeWithScore | BaseNode) -> bool:
+    """Whether ``node`` is the anchor node made by :class:`GravityNodePostprocessor`."""
+    inner = node.node if isinstance(node, NodeWithScore) else node
+    return inner.metadata.get(GRAVITY_METADATA_KEY) is True
+
+
+def split_gravity_nodes(nodes: Sequence[NodeWithScore]) -> tuple[list[NodeWithScore], list[NodeWithScore]]:
+    """``(anchor nodes, other nodes)``, each in the given order."""
+    anchors = [n for n in nodes if is_gravity_node(n)]
+    others = [n for n in nodes if not is_gravity_node(n)]
+    return anchors, others
+
+
+def anchor_node(context: AnchorContext) -> NodeWithScore | None:
+    """The marked node holding ``context.text``, or ``None`` when GRAVITY has nothing to inject.
+
+    Its metadata (the marker, the question, the anchors as ``kind:id``, the token count) is excluded
+    from both the LLM and the embedding view, so the synthesizer's ``{context_str}`` shows the
+    anchor text alone. Its id is derived from the question, so the same question gives the same node.
+    """
+    if not context.text:
+        return None
+    metadata: dict[str, object] = {
+        GRAVITY_METADATA_KEY: True,
+        "gravity_question": context.question,
+        "gravity_anchors": [f"{a.kind.value}:{a.id}" for a in context.anchors],
+        "gravity_tokens": context.tokens,
+    }
+    digest = hashlib.sha1(context.question.encode("utf-8")).hexdigest()[:16]
+    node = TextNode(
+        id_=f"gravity-anchors-{digest}",
+        text=context.text,
+        metadata=metadata,
+        excluded_llm_metadata_keys=list(metadata),
+        excluded_embed_metadata_keys=list(metadata),
+    )
+    return NodeWithScore(node=node, score=ANCHOR_NODE_SCORE)
+
+
+class GravityNodePostprocessor(BaseNodePostprocessor):
+    """Prepends one node holding GRAVITY's anchor blocks to the retrieved nodes.
+
+    The node (see :func:`anchor_node`) carries ``AnchorContext.text`` (the priority instruction and
+    the topic, entity and event blocks), ``score=1.0`` and ``metadata["gravity"] = True``. It lands
+    first in the QA prompt's ``{context_str}`` and first in ``response.source_nodes``. An anchor node
+    already in the list (the postprocessor ran before) is replaced, not doubled. When the engine has
+    nothing to inject the nodes pass through unchanged.
+
+    Put it **last** in ``node_postprocessors``: postprocessors after it (rerankers, similarity
+    cutoffs, ``LongContextReorder``) would score, move or drop the anchor node like a memory. If
+    another postprocessor has to run after it, wrap that one in :class:`KeepGravityFirst`.
+
+    Args:
+        engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components.
+        callback_manager: LlamaIndex callback manager (legacy callbacks).
+
+    Example:
+        ```python
+        query_engine = index.as_query_engine(
+            llm=llm, node_postprocessors=[reranker, GravityNodePostprocessor(engine)]
+        )
+        ```
+    """
+
+    _provider: AnchorProvider = PrivateAttr()
+
+    def __init__(self, engine: EngineLike, *, callback_manager: CallbackManager | None = None) -> None:
+        super().__init__(callback_manager=callback_manager or CallbackManager())
+        self._provider = as_provider(engine)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name (LlamaIndex convention)."""
+        return "GravityNodePostprocessor"
+
+    @property
+    def provider(self) -> AnchorProvider:
+        """Where the anchors come from."""
+        return self._provider
+
+    @staticmethod
+    def _question(query_bundle: QueryBundle | None) -> str:
+        if query_bundle is None:
+            raise ConfigurationError(
+                "GravityNodePostprocessor needs the query: pass query_bundle or query_str"
+            )
+        return query_bundle.query_str
+
+    @staticmethod
+    def _prepend(context: AnchorContext, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        _, others = split_gravity_nodes(nodes)
+        node = anchor_node(context)
+        if node is None:
+            logger.debug("no anchors for %r: nodes pass through", context.question)
+            return others
+        return [node, *others]
+
+    @dispatcher.span
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        return self._prepend(self._provider.get(self._question(query_bundle)), nodes)
+
+    @dispatcher.span
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        return self._prepend(await self._provider.aget(self._question(query_bundle)), nodes)
+
+
+class KeepGravityFirst(BaseNodePostprocessor):
+    """Runs another postprocessor on the retrieved nodes only, keeping GRAVITY's anchor node first.
+
+    For pipelines where a postprocessor must come after :class:`GravityNodePostprocessor` (say a
+    reranker appended by other code): the anchor node is set aside, the wrapped postprocessor sees
+    and reorders the memories alone, and the anchor node is put back in front.
+
+    Args:
+        postprocessor: the postprocessor to shield the anchor node from.
+
+    Example:
+        ```python
+        node_postprocessors = [GravityNodePostprocessor(engine), KeepGravityFirst(reranker)]
+        ```
+    """
+
+    _inner: BaseNodePostprocessor = PrivateAttr()
+
+    def __init__(self, postprocessor: BaseNodePostprocessor) -> None:
+        if not isinstance(postprocessor, BaseNodePostprocessor):
+            raise ConfigurationError(f"expected a BaseNodePostprocessor, got {type(postprocessor).__name__}")
+        super().__init__(callback_manager=postprocessor.callback_manager)
+        self._inner = postprocessor
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name (LlamaIndex convention)."""
+        return "KeepGravityFirst"
+
+    @property
+    def postprocessor(self) -> BaseNodePostprocessor:
+        """The wrapped postprocessor."""
+        return self._inner
+
+    @dispatcher.span
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        anchors, others = split_gravity_nodes(nodes)
+        return [*anchors, *self._inner.postprocess_nodes(others, query_bundle=query_bundle)]
+
+    @dispatcher.span
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        anchors, others = split_gravity_nodes(nodes)
+        return [*anchors, *await self._inner.apostprocess_nodes(others, query_bundle=query_bundle)]

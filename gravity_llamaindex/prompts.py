@@ -1,0 +1,148 @@
+"""The template route: a QA prompt with a ``{gravity_anchors}`` slot filled per query."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from llama_index.core.prompts import PromptTemplate, PromptType
+from llama_index.core.prompts.mixin import PromptMixin
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.prompts.injection import ANCHORS_TAG
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
+
+__all__ = [
+    "ANCHORS_VAR",
+    "GRAVITY_QA_TEMPLATE",
+    "GRAVITY_QA_TEMPLATE_TMPL",
+    "QA_TEMPLATE_KEY",
+    "gravity_qa_template",
+    "install_gravity_qa_template",
+]
+
+logger = logging.getLogger(__name__)
+
+QA_TEMPLATE_KEY = "text_qa_template"
+"""The prompt key of LlamaIndex's question-answering template."""
+
+ANCHORS_VAR = ANCHORS_TAG
+"""The template variable that receives the anchors: ``{gravity_anchors}``."""
+
+GRAVITY_QA_TEMPLATE_TMPL = (
+    "Context information is below.\n"
+    "---------------------\n"
+    "{context_str}\n"
+    "---------------------\n"
+    "{" + ANCHORS_VAR + "}\n"
+    "---------------------\n"
+    "Given the context information and not prior knowledge, answer the query.\n"
+    "Query: {query_str}\n"
+    "Answer: "
+)
+"""LlamaIndex's default QA prompt with GRAVITY's slot after the retrieved memories.
+
+The slot receives ``AnchorContext.text`` as gravity_core renders it
+(:mod:`gravity_core.prompts.injection`): the priority instruction (retrieved memories are the primary
+truth, anchors supplementary), then the topic, entity and event blocks inside ``<gravity_anchors>``.
+The instruction comes with the anchors, so it is absent when there are none and matches the engine's
+mode (the '+Sum' baseline has its own wording).
+"""
+
+GRAVITY_QA_TEMPLATE = PromptTemplate(GRAVITY_QA_TEMPLATE_TMPL, prompt_type=PromptType.QUESTION_ANSWER)
+"""The template with ``{gravity_anchors}``, ``{context_str}`` and ``{query_str}`` unfilled.
+
+Fill the slot per query with :func:`gravity_qa_template`, or statically with
+``GRAVITY_QA_TEMPLATE.partial_format(gravity_anchors=context.text)``.
+"""
+
+
+class _AnchorsSlot:
+    """The ``function_mappings`` entry: LlamaIndex calls it with the other template variables.
+
+    In COMPACT mode the template is formatted up to three times per query (two size estimates and
+    the real prompt); the provider's cache, keyed by ``query_str``, makes it one engine call.
+    """
+
+    def __init__(self, provider: AnchorProvider) -> None:
+        self.provider = provider
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _AnchorsSlot:
+        # PromptTemplate.partial_format deep-copies the template: share the provider, do not copy the KB.
+        return self
+
+    def __call__(self, **kwargs: Any) -> str:
+        question = kwargs.get("query_str")
+        if not isinstance(question, str) or not question.strip():
+            logger.debug("template formatted without query_str: the anchors slot stays empty")
+            return ""
+        return self.provider.get(question).text
+
+
+def gravity_qa_template(engine: EngineLike, template: str = GRAVITY_QA_TEMPLATE_TMPL) -> PromptTemplate:
+    """A QA template whose ``{gravity_anchors}`` is filled with the anchors for each query.
+
+    Pass it at build time (``index.as_query_engine(text_qa_template=...)``,
+    ``RetrieverQueryEngine.from_args(..., text_qa_template=...)``) or use
+    :func:`install_gravity_qa_template` on an existing query engine. LlamaIndex formats templates
+    synchronously, so in ``aquery`` the engine runs on the event loop (a few milliseconds) unless a
+    component sharing the provider (fusion retriever, postprocessor) already answered the question.
+
+    Args:
+        engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components.
+        template: your own template text; it must contain ``{gravity_anchors}``, ``{context_str}``
+            and ``{query_str}``.
+
+    Raises:
+        ConfigurationError: a variable is missing from ``template``.
+    """
+    prompt = PromptTemplate(
+        template,
+        prompt_type=PromptType.QUESTION_ANSWER,
+        function_mappings={ANCHORS_VAR: _AnchorsSlot(as_provider(engine))},
+    )
+    missing = {ANCHORS_VAR, "context_str", "query_str"} - set(prompt.template_vars)
+    if missing:
+        raise ConfigurationError(f"the QA template lacks the variables {sorted(missing)}")
+    return prompt
+
+
+def _qa_template_owners(component: PromptMixin, path: str = "") -> list[tuple[str, PromptMixin]]:
+    """``(key prefix, component)`` for every component under ``component`` that owns a QA template."""
+    found: list[tuple[str, PromptMixin]] = []
+    if QA_TEMPLATE_KEY in component._get_prompts():
+        found.append((path, component))
+    for name, module in component._get_prompt_modules().items():
+        if isinstance(module, PromptMixin):
+            found.extend(_qa_template_owners(module, f"{path}{name}:"))
+    return found
+
+
+def install_gravity_qa_template(
+    query_engine: PromptMixin, engine: EngineLike, template: str = GRAVITY_QA_TEMPLATE_TMPL
+) -> list[str]:
+    """Replace every ``text_qa_template`` under ``query_engine`` with :func:`gravity_qa_template`.
+
+    Works through wrappers: on ``index.as_query_engine()`` the key is
+    ``response_synthesizer:text_qa_template``; inside a ``TransformQueryEngine`` it is
+    ``query_engine:response_synthesizer:text_qa_template`` (such nested keys cannot be passed to
+    ``update_prompts`` in llama-index-core 0.14, so the template is set on the synthesizer itself).
+
+    Args:
+        query_engine: any LlamaIndex component with prompts (query engine, synthesizer).
+        engine: a GRAVITY engine, or a shared :class:`AnchorProvider`.
+        template: your own template text (see :func:`gravity_qa_template`).
+
+    Returns:
+        The prompt keys that were replaced, as ``query_engine.get_prompts()`` names them.
+
+    Raises:
+        ConfigurationError: ``query_engine`` has no ``text_qa_template``.
+    """
+    prompt = gravity_qa_template(engine, template)
+    owners = _qa_template_owners(query_engine)
+    if not owners:
+        raise ConfigurationError(f"{type(query_engine).__name__} has no {QA_TEMPLATE_KEY} to replace")
+    for _, owner in owners:
+        owner.update_prompts({QA_TEMPLATE_KEY: prompt})
+    return [f"{path}{QA_TEMPLATE_KEY}" for path, _ in owners]

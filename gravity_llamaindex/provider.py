@@ -1,0 +1,147 @@
+"""The engine as the LlamaIndex components use it: one answer per question, shared and observed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import date
+
+import numpy as np
+from llama_index.core.instrumentation import get_dispatcher
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.query.config import QueryConfig
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.types import AnchorContext
+from gravity_llamaindex.instrumentation import GravityAnchorsEvent
+
+__all__ = ["AnchorProvider", "EngineLike", "as_provider"]
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+DEFAULT_CACHE_SIZE = 16
+
+
+class AnchorProvider:
+    """Answers questions with a :class:`GravityEngine`, remembering the last few answers.
+
+    One LlamaIndex query can reach GRAVITY several times: the query transform, the fusion retriever,
+    the node postprocessor and the QA template's ``{gravity_anchors}`` slot (which LlamaIndex formats
+    up to three times per query) all need the same answer. Components built from the same provider
+    share its cache, so the engine runs once per question and one :class:`GravityAnchorsEvent` is
+    emitted. Every component also accepts a bare engine and then makes a provider of its own.
+
+    The cache is keyed by the question text, so build a new provider (or call :meth:`clear`) after
+    the KB changes.
+
+    Args:
+        engine: the GRAVITY engine over a loaded KB.
+        config: query settings (default: the engine's).
+        question_date: the date questions are asked, for phrases such as "last month"
+            (default: the date of the KB's latest utterance).
+        cache_size: how many recent questions are remembered (0 turns the cache off).
+
+    Example:
+        ```python
+        provider = AnchorProvider(engine)
+        retriever = GravityFusionRetriever.from_index(index, provider)
+        postprocessor = GravityNodePostprocessor(provider)
+        ```
+    """
+
+    def __init__(
+        self,
+        engine: GravityEngine,
+        *,
+        config: QueryConfig | None = None,
+        question_date: date | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        if cache_size < 0:
+            raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
+        self.engine = engine
+        self.config = config
+        self.question_date = question_date
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, AnchorContext] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"AnchorProvider(kb={len(self.engine.kb.utterances)} utterances, cache_size={self.cache_size})"
+
+    def cached(self, question: str) -> AnchorContext | None:
+        """The remembered answer to ``question``, if any (no engine call)."""
+        with self._lock:
+            found = self._cache.get(question)
+            if found is not None:
+                self._cache.move_to_end(question)
+            return found
+
+    @dispatcher.span
+    def get(
+        self, question: str, *, query_embedding: Sequence[float] | np.ndarray | None = None
+    ) -> AnchorContext:
+        """The anchors, expansions and injection text for ``question``.
+
+        Args:
+            question: the user's question, as in ``QueryBundle.query_str``.
+            query_embedding: the question's embedding by the engine's own embedder, if already
+                computed (it is then not computed again).
+        """
+        found = self.cached(question)
+        if found is not None:
+            return found
+        context = self.engine.query(
+            question, config=self.config, query_embedding=query_embedding, question_date=self.question_date
+        )
+        return self._remember(context)
+
+    @dispatcher.span
+    async def aget(
+        self, question: str, *, query_embedding: Sequence[float] | np.ndarray | None = None
+    ) -> AnchorContext:
+        """:meth:`get` without blocking the event loop (the engine runs in a worker thread)."""
+        found = self.cached(question)
+        if found is not None:
+            return found
+        context = await self.engine.aquery(
+            question, config=self.config, query_embedding=query_embedding, question_date=self.question_date
+        )
+        return self._remember(context)
+
+    def clear(self) -> None:
+        """Forget every remembered answer."""
+        with self._lock:
+            self._cache.clear()
+
+    def _remember(self, context: AnchorContext) -> AnchorContext:
+        logger.debug(
+            "GRAVITY selected %d anchors and %d expansions for %r",
+            len(context.anchors),
+            len(context.expansions),
+            context.question,
+        )
+        dispatcher.event(GravityAnchorsEvent.from_context(context))
+        if self.cache_size:
+            with self._lock:
+                self._cache[context.question] = context
+                self._cache.move_to_end(context.question)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return context
+
+
+EngineLike = GravityEngine | AnchorProvider
+"""What the components accept: an engine, or a provider shared between components."""
+
+
+def as_provider(engine: EngineLike) -> AnchorProvider:
+    """``engine`` itself if it is a provider, else a new provider around it."""
+    if isinstance(engine, AnchorProvider):
+        return engine
+    if isinstance(engine, GravityEngine):
+        return AnchorProvider(engine)
+    raise ConfigurationError(f"expected a GravityEngine or an AnchorProvider, got {type(engine).__name__}")

@@ -1,0 +1,280 @@
+"""A retriever that runs the question and each GRAVITY expansion as its own search, fused by rank."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.prompts.mixin import PromptMixinType
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from gravity_core.errors import ConfigurationError
+from gravity_llamaindex.embeddings import GravityEmbedding
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
+from gravity_llamaindex.transform import merge_queries
+
+__all__ = ["DEFAULT_RRF_K", "GravityFusionRetriever", "reciprocal_rank_fusion"]
+
+logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+DEFAULT_RRF_K = 60
+"""The usual reciprocal-rank constant (Cormack et al. 2009; LlamaIndex and LangChain use it too)."""
+
+DEFAULT_TOP_K = 10
+
+
+def reciprocal_rank_fusion(
+    results: Sequence[Sequence[NodeWithScore]], *, k: int = DEFAULT_RRF_K, top_n: int | None = None
+) -> list[NodeWithScore]:
+    """Fuse ranked lists: each node scores ``sum(1 / (k + rank))`` over the lists it appears in.
+
+    Store scores are ignored, because their direction and scale differ by backend (Chroma reports
+    ``exp(-distance)``, others cosine). Nodes are deduplicated by ``node_id``; ties keep the order in
+    which nodes were first met, so the earlier lists (the original question first) win them.
+
+    Args:
+        results: one ranked list per search, best first.
+        k: the rank constant; larger values flatten the difference between ranks.
+        top_n: how many fused nodes to return (all when ``None``).
+
+    Returns:
+        New ``NodeWithScore`` objects (the inputs are not modified) with the fused score, best first.
+    """
+    if k < 0:
+        raise ConfigurationError(f"k must be >= 0, got {k}")
+    scores: dict[str, float] = {}
+    nodes: dict[str, NodeWithScore] = {}
+    for ranked in results:
+        seen_here: set[str] = set()
+        for rank, item in enumerate(ranked, start=1):
+            node_id = item.node.node_id
+            if node_id in seen_here:
+                continue
+            seen_here.add(node_id)
+            nodes.setdefault(node_id, item)
+            scores[node_id] = scores.get(node_id, 0.0) + 1.0 / (k + rank)
+    order = sorted(nodes, key=lambda node_id: -scores[node_id])  # stable: first met wins ties
+    if top_n is not None:
+        order = order[:top_n]
+    return [NodeWithScore(node=nodes[node_id].node, score=scores[node_id]) for node_id in order]
+
+
+class GravityFusionRetriever(BaseRetriever):
+    """Searches the host's retriever with the question and each GRAVITY expansion, then fuses by rank.
+
+    For each question it:
+
+    1. takes the queries: the question, then the expansions. When the bundle came through
+       :class:`~gravity_llamaindex.GravityQueryTransform` (its ``custom_embedding_strs`` hold more
+       than the question) those strings are used as they are; otherwise the engine is asked.
+    2. embeds every query with the index's embedding model: one ``get_query_embedding`` per query,
+       or one text batch (``get_text_embedding_batch``) when ``batch_embed`` is on. With a
+       :class:`~gravity_llamaindex.GravityEmbedding` on the KB's own embedder, the question's
+       vector is also handed to the engine, so nothing is embedded twice.
+    3. runs one search per query, ``QueryBundle(query, embedding=vector)``, on the wrapped retriever:
+       one after another in :meth:`retrieve`, concurrently (``asyncio.gather``) in :meth:`aretrieve`.
+    4. fuses the lists with :func:`reciprocal_rank_fusion` (deduplicated by ``node_id``) and returns
+       the top ``similarity_top_k``. Their scores are fused rank scores (at most about 0.16 with ten
+       queries), not similarities: do not follow it with a similarity cutoff.
+
+    Args:
+        retriever: the host's retriever, e.g. ``index.as_retriever(similarity_top_k=10)``.
+        engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components.
+        similarity_top_k: how many fused nodes are returned.
+        embed_model: the model that embeds the queries (default: the wrapped retriever's, when it
+            has one, as ``VectorIndexRetriever`` does). Without one, each search gets the bare query
+            text and the retriever embeds it itself (needed for keyword retrievers such as BM25).
+        batch_embed: embed the queries as one text batch instead of one query embedding each.
+            ``None`` (default) batches only for a ``GravityEmbedding``, whose query and text
+            embeddings are the same; leave it off for models that embed queries differently from
+            documents (instruction-prefixed models).
+        rrf_k: the reciprocal-rank constant.
+        callback_manager: LlamaIndex callback manager (legacy callbacks).
+        verbose: log the queries at INFO level.
+
+    Example:
+        ```python
+        retriever = GravityFusionRetriever.from_index(index, engine, similarity_top_k=8)
+        query_engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+        ```
+    """
+
+    def __init__(
+        self,
+        retriever: BaseRetriever,
+        engine: EngineLike,
+        *,
+        similarity_top_k: int = DEFAULT_TOP_K,
+        embed_model: BaseEmbedding | None = None,
+        batch_embed: bool | None = None,
+        rrf_k: int = DEFAULT_RRF_K,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if not isinstance(retriever, BaseRetriever):
+            raise ConfigurationError(f"expected a LlamaIndex BaseRetriever, got {type(retriever).__name__}")
+        if similarity_top_k < 1:
+            raise ConfigurationError(f"similarity_top_k must be >= 1, got {similarity_top_k}")
+        if rrf_k < 0:
+            raise ConfigurationError(f"rrf_k must be >= 0, got {rrf_k}")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._retriever = retriever
+        self._provider = as_provider(engine)
+        self._similarity_top_k = similarity_top_k
+        found = getattr(retriever, "_embed_model", None)  # VectorIndexRetriever keeps it there
+        self._embed_model = embed_model or (found if isinstance(found, BaseEmbedding) else None)
+        self._batch_embed = (
+            isinstance(self._embed_model, GravityEmbedding) if batch_embed is None else batch_embed
+        )
+        self._rrf_k = rrf_k
+
+    @classmethod
+    def from_index(
+        cls,
+        index: BaseIndex[Any],
+        engine: EngineLike,
+        *,
+        similarity_top_k: int = DEFAULT_TOP_K,
+        per_query_top_k: int | None = None,
+        embed_model: BaseEmbedding | None = None,
+        batch_embed: bool | None = None,
+        rrf_k: int = DEFAULT_RRF_K,
+        **retriever_kwargs: Any,
+    ) -> GravityFusionRetriever:
+        """Wrap ``index.as_retriever(similarity_top_k=per_query_top_k, **retriever_kwargs)``.
+
+        Args:
+            index: the host's index, e.g. a ``VectorStoreIndex`` on Chroma.
+            engine: a GRAVITY engine or a shared :class:`AnchorProvider`.
+            similarity_top_k: how many fused nodes are returned.
+            per_query_top_k: how many nodes each search returns (default: ``similarity_top_k``).
+            embed_model: the query embedding model (default: the index's).
+            batch_embed: see the class docstring.
+            rrf_k: the reciprocal-rank constant.
+            **retriever_kwargs: passed to ``as_retriever`` (``filters``, ``vector_store_query_mode``...).
+        """
+        per_query = per_query_top_k or similarity_top_k
+        inner = index.as_retriever(similarity_top_k=per_query, **retriever_kwargs)
+        return cls(
+            inner,
+            engine,
+            similarity_top_k=similarity_top_k,
+            embed_model=embed_model,
+            batch_embed=batch_embed,
+            rrf_k=rrf_k,
+        )
+
+    @property
+    def retriever(self) -> BaseRetriever:
+        """The wrapped host retriever."""
+        return self._retriever
+
+    @property
+    def provider(self) -> AnchorProvider:
+        """Where the anchors and expansions come from."""
+        return self._provider
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {"retriever": self._retriever}
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def _given_queries(self, bundle: QueryBundle) -> list[str] | None:
+        """The queries a transform already attached, or ``None`` when the engine must be asked."""
+        if bundle.custom_embedding_strs is None:
+            return None
+        queries = merge_queries([bundle.query_str], list(bundle.custom_embedding_strs))
+        return queries if len(queries) > 1 else None
+
+    def _shares_engine_embedder(self) -> bool:
+        model = self._embed_model
+        return (
+            isinstance(model, GravityEmbedding) and model.embedder.name == self._provider.engine.embedder.name
+        )
+
+    def _plan(self, bundle: QueryBundle) -> tuple[list[str], dict[str, Embedding]]:
+        known: dict[str, Embedding] = {}
+        if bundle.embedding is not None:
+            known[bundle.query_str] = list(bundle.embedding)
+        queries = self._given_queries(bundle)
+        if queries is None:
+            if self._shares_engine_embedder() and bundle.query_str not in known:
+                known.update(self._embed([bundle.query_str]))
+            context = self._provider.get(bundle.query_str, query_embedding=self._engine_vector(bundle, known))
+            queries = merge_queries([bundle.query_str], context.expansions)
+        missing = [q for q in queries if q not in known]
+        known.update(self._embed(missing))
+        return queries, known
+
+    async def _aplan(self, bundle: QueryBundle) -> tuple[list[str], dict[str, Embedding]]:
+        known: dict[str, Embedding] = {}
+        if bundle.embedding is not None:
+            known[bundle.query_str] = list(bundle.embedding)
+        queries = self._given_queries(bundle)
+        if queries is None:
+            if self._shares_engine_embedder() and bundle.query_str not in known:
+                known.update(await self._aembed([bundle.query_str]))
+            vector = self._engine_vector(bundle, known)
+            context = await self._provider.aget(bundle.query_str, query_embedding=vector)
+            queries = merge_queries([bundle.query_str], context.expansions)
+        missing = [q for q in queries if q not in known]
+        known.update(await self._aembed(missing))
+        return queries, known
+
+    def _engine_vector(self, bundle: QueryBundle, known: dict[str, Embedding]) -> Embedding | None:
+        return known.get(bundle.query_str) if self._shares_engine_embedder() else None
+
+    def _embed(self, queries: list[str]) -> dict[str, Embedding]:
+        model = self._embed_model
+        if model is None or not queries:
+            return {}
+        if self._batch_embed:
+            vectors = model.get_text_embedding_batch(queries)
+        else:
+            vectors = [model.get_query_embedding(q) for q in queries]
+        return dict(zip(queries, vectors, strict=True))
+
+    async def _aembed(self, queries: list[str]) -> dict[str, Embedding]:
+        model = self._embed_model
+        if model is None or not queries:
+            return {}
+        if self._batch_embed:
+            vectors = await model.aget_text_embedding_batch(queries)
+        else:
+            vectors = list(await asyncio.gather(*(model.aget_query_embedding(q) for q in queries)))
+        return dict(zip(queries, vectors, strict=True))
+
+    @staticmethod
+    def _search_bundle(query: str, known: dict[str, Embedding]) -> QueryBundle:
+        # A fresh bundle per search: VectorIndexRetriever writes the embedding back onto the bundle.
+        return QueryBundle(query_str=query, embedding=known.get(query))
+
+    def _log(self, bundle: QueryBundle, queries: list[str]) -> None:
+        level = logging.INFO if self._verbose else logging.DEBUG
+        logger.log(level, "%d searches for %r: %s", len(queries), bundle.query_str, queries)
+
+    # -- retrieval ----------------------------------------------------------------------------
+
+    @dispatcher.span
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        queries, known = self._plan(query_bundle)
+        self._log(query_bundle, queries)
+        results = [self._retriever.retrieve(self._search_bundle(q, known)) for q in queries]
+        return reciprocal_rank_fusion(results, k=self._rrf_k, top_n=self._similarity_top_k)
+
+    @dispatcher.span
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        queries, known = await self._aplan(query_bundle)
+        self._log(query_bundle, queries)
+        results = await asyncio.gather(
+            *(self._retriever.aretrieve(self._search_bundle(q, known)) for q in queries)
+        )
+        return reciprocal_rank_fusion(results, k=self._rrf_k, top_n=self._similarity_top_k)

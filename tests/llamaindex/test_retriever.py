@@ -1,0 +1,214 @@
+"""GravityFusionRetriever: one search per query, fusion by reciprocal rank, embedding calls, async."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from gravity_core.embeddings import HashingEmbedder
+from gravity_core.errors import ConfigurationError
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.types import AnchorContext
+from gravity_core.schema import Utterance
+from gravity_llamaindex import (
+    AnchorProvider,
+    GravityEmbedding,
+    GravityFusionRetriever,
+    nodes_from_utterances,
+    reciprocal_rank_fusion,
+)
+
+from .conftest import QUESTION, same_vector, vector_of
+from .fakes import CountingEmbedding, CountingGravityEmbedding, ScriptedRetriever
+
+
+def _nodes(*ids: str, score: float = 0.5) -> list[NodeWithScore]:
+    return [NodeWithScore(node=TextNode(id_=i, text=i), score=score) for i in ids]
+
+
+# -- reciprocal rank fusion ---------------------------------------------------------------------
+
+
+def test_rrf_orders_by_summed_reciprocal_rank_and_ignores_store_scores() -> None:
+    lists = [_nodes("a", "b", "c"), _nodes("b", "d"), _nodes("b", "a")]
+    lists[0][2].score = 100.0  # a huge store score must not matter
+    fused = reciprocal_rank_fusion(lists, k=60)
+    assert [n.node.node_id for n in fused] == ["b", "a", "d", "c"]
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61 + 1 / 61)
+    assert fused[-1].score == pytest.approx(1 / 63)
+
+
+def test_rrf_dedupes_by_node_id_within_and_across_lists() -> None:
+    lists = [_nodes("a", "a", "b"), _nodes("b")]
+    fused = reciprocal_rank_fusion(lists)
+    assert [n.node.node_id for n in fused] == ["b", "a"]
+    assert fused[1].score == pytest.approx(1 / 61)  # the repeat inside list 1 is not counted
+
+
+def test_rrf_ties_keep_the_order_first_met_and_top_n_cuts() -> None:
+    lists = [_nodes("x", "y"), _nodes("y", "x"), _nodes("z")]
+    assert [n.node.node_id for n in reciprocal_rank_fusion(lists)] == ["x", "y", "z"]
+    assert [n.node.node_id for n in reciprocal_rank_fusion(lists, top_n=1)] == ["x"]
+
+
+def test_rrf_does_not_modify_its_inputs() -> None:
+    lists = [_nodes("a", score=0.25)]
+    reciprocal_rank_fusion(lists)
+    assert lists[0][0].score == 0.25
+
+
+# -- searches -----------------------------------------------------------------------------------
+
+
+def test_question_and_each_expansion_run_as_separate_searches_with_their_own_vectors(
+    engine: GravityEngine, context: AnchorContext, hashing: HashingEmbedder
+) -> None:
+    host = ScriptedRetriever()
+    retriever = GravityFusionRetriever(host, engine, embed_model=GravityEmbedding(hashing))
+    retriever.retrieve(QUESTION)
+    expected = [QUESTION, *context.expansions]
+    assert [b.query_str for b in host.bundles] == expected
+    for bundle in host.bundles:
+        assert bundle.custom_embedding_strs is None  # nothing for the host to average
+        assert same_vector(bundle.embedding, vector_of(hashing, bundle.query_str))
+
+
+def test_fused_result_puts_memories_found_by_many_searches_first(
+    engine: GravityEngine, context: AnchorContext
+) -> None:
+    retriever = GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=3)
+    nodes = retriever.retrieve(QUESTION)
+    ids = [n.node.node_id for n in nodes]
+    assert ids == ["shared", f"only:{QUESTION}", f"only:{context.expansions[0]}"]
+    assert nodes[0].score == pytest.approx((1 + len(context.expansions)) / 61)
+
+
+def test_without_an_embedding_model_the_host_embeds_the_bare_query(engine: GravityEngine) -> None:
+    host = ScriptedRetriever()
+    GravityFusionRetriever(host, engine).retrieve(QUESTION)
+    assert host.bundles and all(
+        b.embedding is None and b.embedding_strs == [b.query_str] for b in host.bundles
+    )
+
+
+def test_expansions_from_the_transform_are_used_without_asking_the_engine(
+    engine: GravityEngine, engine_calls: list[str]
+) -> None:
+    host = ScriptedRetriever()
+    bundle = QueryBundle(
+        QUESTION, custom_embedding_strs=[QUESTION, "Biscuit the dog", "biscuit THE dog", "Theo"]
+    )
+    GravityFusionRetriever(host, engine).retrieve(bundle)
+    assert [b.query_str for b in host.bundles] == [QUESTION, "Biscuit the dog", "Theo"]
+    assert engine_calls == []
+
+
+def test_a_bundle_holding_only_the_question_asks_the_engine(
+    engine: GravityEngine, context: AnchorContext, engine_calls: list[str]
+) -> None:
+    host = ScriptedRetriever()
+    GravityFusionRetriever(host, engine).retrieve(QueryBundle(QUESTION, custom_embedding_strs=[QUESTION]))
+    assert engine_calls == [QUESTION]
+    assert len(host.bundles) == 1 + len(context.expansions)
+
+
+def test_a_precomputed_question_embedding_is_reused(engine: GravityEngine, hashing: HashingEmbedder) -> None:
+    host = ScriptedRetriever()
+    model = CountingEmbedding()
+    given = [0.5] * hashing.dim
+    GravityFusionRetriever(host, engine, embed_model=model).retrieve(QueryBundle(QUESTION, embedding=given))
+    assert host.bundles[0].embedding == given
+    assert model.counts["query"] == len(host.bundles) - 1
+
+
+# -- embedding calls ----------------------------------------------------------------------------
+
+
+def test_kb_embedder_embeds_the_question_first_shares_it_with_the_engine_then_batches_expansions(
+    engine: GravityEngine, context: AnchorContext, hashing: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    received: list[object] = []
+    real = engine.query
+
+    def spy(question: str, **kwargs: object) -> AnchorContext:
+        received.append(kwargs.get("query_embedding"))
+        return real(question, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "query", spy)
+    model = CountingGravityEmbedding(hashing)
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
+    assert model.counts == {"query": 0, "batch": 2}  # [question], then all expansions in one batch
+    assert len(received) == 1 and same_vector(received[0], vector_of(hashing, QUESTION))  # type: ignore[arg-type]
+
+
+def test_other_models_get_one_query_embedding_per_query(
+    engine: GravityEngine, context: AnchorContext
+) -> None:
+    model = CountingEmbedding()
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
+    assert model.counts == {"query": 1 + len(context.expansions), "batch": 0}
+
+
+def test_batch_embed_makes_one_text_batch_for_all_queries(
+    engine: GravityEngine, context: AnchorContext
+) -> None:
+    model = CountingEmbedding(embed_batch_size=64)
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model, batch_embed=True).retrieve(
+        QUESTION
+    )
+    assert model.counts == {"query": 0, "batch": 1}
+
+
+def test_the_wrapped_vector_retrievers_model_is_used_by_default(
+    engine: GravityEngine, utterances: list[Utterance], hashing: HashingEmbedder
+) -> None:
+    model = CountingGravityEmbedding(hashing)
+    index = VectorStoreIndex(nodes_from_utterances(utterances[:10]), embed_model=model)
+    model.counts.update(query=0, batch=0)
+    retriever = GravityFusionRetriever.from_index(index, engine, similarity_top_k=4, per_query_top_k=2)
+    nodes = retriever.retrieve(QUESTION)
+    assert model.counts == {"query": 0, "batch": 2}
+    assert len(nodes) == 4
+    assert retriever.retriever.similarity_top_k == 2  # type: ignore[attr-defined]
+
+
+# -- async --------------------------------------------------------------------------------------
+
+
+async def test_async_runs_all_searches_concurrently_and_agrees_with_sync(
+    engine: GravityEngine, context: AnchorContext, hashing: HashingEmbedder
+) -> None:
+    provider = AnchorProvider(engine)
+    host = ScriptedRetriever(delay=0.05)
+    retriever = GravityFusionRetriever(host, provider, embed_model=GravityEmbedding(hashing))
+    fused_async = await retriever.aretrieve(QUESTION)
+    assert host.max_in_flight == 1 + len(context.expansions)
+    assert sorted(b.query_str for b in host.bundles) == sorted([QUESTION, *context.expansions])
+    fused_sync = retriever.retrieve(QUESTION)
+    assert [(n.node.node_id, n.score) for n in fused_async] == [(n.node.node_id, n.score) for n in fused_sync]
+
+
+async def test_async_embeds_like_sync(
+    engine: GravityEngine, context: AnchorContext, hashing: HashingEmbedder
+) -> None:
+    shared = CountingGravityEmbedding(hashing)
+    await GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=shared).aretrieve(QUESTION)
+    assert shared.counts == {"query": 0, "batch": 2}
+    other = CountingEmbedding()
+    await GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=other).aretrieve(QUESTION)
+    assert other.counts == {"query": 1 + len(context.expansions), "batch": 0}
+
+
+# -- arguments ----------------------------------------------------------------------------------
+
+
+def test_bad_arguments_raise_configuration_errors(engine: GravityEngine) -> None:
+    with pytest.raises(ConfigurationError, match="similarity_top_k"):
+        GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=0)
+    with pytest.raises(ConfigurationError, match="BaseRetriever"):
+        GravityFusionRetriever("not a retriever", engine)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="GravityEngine"):
+        GravityFusionRetriever(ScriptedRetriever(), "not an engine")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="k must be"):
+        reciprocal_rank_fusion([], k=-1)
