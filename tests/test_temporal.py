@@ -426,3 +426,18 @@ def test_find_day_of_month_followed_by_more_words(text: str, raw: str, day_: str
 )
 def test_find_skips_ordinals_that_are_not_dates(text: str) -> None:
     assert find_time_expressions(text, LOCOMO) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I start at the new hospital on the 2nd of April.", date(2024, 4, 2)),  # no tense cue: the nearer one
+        ("My birthday is on 8 May.", date(2024, 5, 8)),
+        ("I ran a race on 2 April.", date(2023, 4, 2)),  # irregular past verb
+        ("We met on May 8th.", date(2023, 5, 8)),
+        ("The party is on 1 March.", date(2024, 3, 1)),  # 8 days back is nearer than a year ahead
+    ],
+)
+def test_day_without_year_follows_tense_else_the_nearer_occurrence(text: str, expected: date) -> None:
+    [mention] = find_time_expressions(text, date(2024, 3, 9))
+    assert mention.time.start == expected

@@ -9,7 +9,7 @@ from typing import Literal
 
 from gravity_core.errors import ConfigurationError
 
-__all__ = ["Direction", "ScanContext", "infer_direction", "split_reference"]
+__all__ = ["Direction", "ScanContext", "infer_direction", "split_reference", "tense_cue"]
 
 Direction = Literal["past", "future"]
 
@@ -20,11 +20,23 @@ _FUTURE_CUE = re.compile(
     re.IGNORECASE,
 )
 _PAST_CUE = re.compile(
-    r"\b(?:was|were|did|had|went|ago|(?!(?:excit|interest|tir|scar|worri|pleas|thrill|stress|bor|suppos"
+    r"\b(?:was|were|did|had|went|ago|ran|saw|got|took|made|met|came|gave|found|told|said|thought|felt|bought"
+    r"|brought|began|won|lost|left|kept|heard|wrote|spent|sent|built|drove|flew|ate|drank|sang|swam|wore|sat"
+    r"|stood|slept|caught|taught|fought|paid|held|knew|grew|threw|chose|broke|forgot|became|rode|sold|hung"
+    r"|(?!(?:excit|interest|tir|scar|worri|pleas|thrill|stress|bor|suppos"
     r"|us|marri|engag|plann|schedul|need|bless|determin|prepar|inspir|motivat)ed\b)[a-z]{2,}[a-df-z]ed)\b",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[.!?\n]")
+
+
+def tense_cue(sentence: str) -> Direction | None:
+    """'past' or 'future' when the sentence has a tense cue for it, else None (present or unclear)."""
+    if _PAST_CUE.search(sentence):
+        return "past"
+    if _FUTURE_CUE.search(sentence):
+        return "future"
+    return None
 
 
 def infer_direction(sentence: str) -> Direction:
@@ -61,12 +73,21 @@ class ScanContext:
         """Past or future reading for an ambiguous phrase at ``pos``, from its sentence's tense."""
         if self.prefer is not None:
             return self.prefer
+        return infer_direction(self._sentence_at(pos))
+
+    def cue_at(self, pos: int) -> Direction | None:
+        """The forced direction, else the tense cue of the sentence at ``pos`` (None: no cue)."""
+        if self.prefer is not None:
+            return self.prefer
+        return tense_cue(self._sentence_at(pos))
+
+    def _sentence_at(self, pos: int) -> str:
         text = self.text
         begin = 0
         for m in _SENTENCE_END.finditer(text, 0, pos):
             begin = m.end()
         after = _SENTENCE_END.search(text, pos)
-        return infer_direction(text[begin : after.start() if after else len(text)])
+        return text[begin : after.start() if after else len(text)]
 
 
 def split_reference(reference: date | datetime) -> tuple[date, datetime | None]:

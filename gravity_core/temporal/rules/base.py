@@ -85,15 +85,25 @@ def year_of(match: re.Match[str], group: str) -> int | None:
 
 
 def recent_date(month: int, dom: int, ctx: ScanContext, pos: int) -> date | None:
-    """The day ``month``/``dom`` without a year: the latest one on or before the reference, or the
-    first one on or after it when the sentence speaks of the future."""
-    future = ctx.direction_at(pos) == "future"
-    for k in range(0, 9):  # 29 February may be years away
-        year = ctx.ref.year + (k if future else -k)
-        d = date_or_none(year, month, dom)
-        if d is not None and (d >= ctx.ref if future else d <= ctx.ref):
-            return d
-    return None
+    """The day ``month``/``dom`` without a year: the latest one on or before the reference when the
+    sentence is in the past, the first one on or after it when it speaks of the future, and the
+    nearer of the two when it has no tense cue ('I start on 2 April' said in March)."""
+
+    def occurrence(future: bool) -> date | None:
+        for k in range(0, 9):  # 29 February may be years away
+            year = ctx.ref.year + (k if future else -k)
+            d = date_or_none(year, month, dom)
+            if d is not None and (d >= ctx.ref if future else d <= ctx.ref):
+                return d
+        return None
+
+    cue = ctx.cue_at(pos)
+    if cue is not None:
+        return occurrence(cue == "future")
+    past, upcoming = occurrence(False), occurrence(True)
+    if past is None or upcoming is None:
+        return past or upcoming
+    return upcoming if (upcoming - ctx.ref) < (ctx.ref - past) else past
 
 
 def recent_month(month: int, ctx: ScanContext, pos: int) -> Interval:
