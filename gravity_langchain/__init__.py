@@ -1,5 +1,49 @@
-"""GRAVITY for LangChain: chat-model adapter (retriever and runnable come with the integration issue)."""
+"""GRAVITY for LangChain: a drop-in retriever, an anchors runnable and prompt, and adapters.
 
+Importing this package needs ``langchain-core``: ``pip install 'gravity-memory[langchain]'``.
+"""
+
+from gravity_core.errors import MissingDependencyError
+
+try:
+    import langchain_core  # noqa: F401
+except ImportError as _exc:
+    raise MissingDependencyError("langchain-core", "langchain", "GRAVITY's LangChain integration") from _exc
+
+from gravity_langchain.chain import (
+    GRAVITY_PROMPT,
+    RETRIEVED_MEMORIES,
+    build_gravity_chain,
+    format_documents,
+    gravity_anchors_runnable,
+    gravity_prompt,
+)
+from gravity_langchain.embeddings import GravityEmbeddings, LangChainEmbedder, shares_embedder
+from gravity_langchain.fusion import document_key, reciprocal_rank_fusion
+from gravity_langchain.messages import DEFAULT_ROLES, build_kb_from_messages, utterances_from_messages
 from gravity_langchain.models import LangChainChatModel, openai_chat_model
+from gravity_langchain.query_cache import GravityQueryCache
+from gravity_langchain.retriever import ANCHORS_EVENT, GravityRetriever, anchors_event_data
 
-__all__ = ["LangChainChatModel", "openai_chat_model"]
+__all__ = [
+    "ANCHORS_EVENT",
+    "DEFAULT_ROLES",
+    "GRAVITY_PROMPT",
+    "RETRIEVED_MEMORIES",
+    "GravityEmbeddings",
+    "GravityQueryCache",
+    "GravityRetriever",
+    "LangChainChatModel",
+    "LangChainEmbedder",
+    "anchors_event_data",
+    "build_gravity_chain",
+    "build_kb_from_messages",
+    "document_key",
+    "format_documents",
+    "gravity_anchors_runnable",
+    "gravity_prompt",
+    "openai_chat_model",
+    "reciprocal_rank_fusion",
+    "shares_embedder",
+    "utterances_from_messages",
+]

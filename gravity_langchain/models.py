@@ -10,21 +10,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from gravity_core.errors import MissingDependencyError, ProviderError
 from gravity_core.llm.base import Message
+from gravity_langchain._errors import is_provider_fault
 
 __all__ = ["LangChainChatModel", "openai_chat_model"]
-
-# Exception class names of provider SDKs (openai, anthropic, httpx) that mean the provider failed,
-# not our code; matched by name so this module imports none of those SDKs.
-_PROVIDER_FAULTS = {
-    "RateLimitError",
-    "APITimeoutError",
-    "APIConnectionError",
-    "APIStatusError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "ConnectError",
-    "ReadTimeout",
-}
 
 
 def _to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
@@ -56,7 +44,7 @@ class LangChainChatModel:
         try:
             answer: Any = self.model.invoke(_to_langchain(messages))
         except Exception as exc:
-            if type(exc).__name__ in _PROVIDER_FAULTS:
+            if is_provider_fault(exc):
                 raise ProviderError(
                     str(exc), provider=self._name, status_code=getattr(exc, "status_code", None)
                 ) from exc

@@ -1,0 +1,164 @@
+"""Embedding adapters in both directions: LangChain ``Embeddings`` <-> GRAVITY ``Embedder``.
+
+- :class:`LangChainEmbedder` lets any LangChain embedding model (``OpenAIEmbeddings``, a
+  HuggingFace model, ...) build and query a GRAVITY KB; the engine also reranks with it.
+- :class:`GravityEmbeddings` lets a GRAVITY embedder (the offline MiniLM, or the hashing embedder
+  of tests) back a LangChain vector store.
+
+:func:`shares_embedder` tells whether a store's embeddings and the engine's embedder are the same
+model, in which case the retriever embeds the question once for both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from gravity_core.embeddings.base import Embedder, Matrix
+from gravity_core.errors import ConfigurationError, ProviderError
+from gravity_langchain._errors import is_provider_fault
+
+__all__ = ["GravityEmbeddings", "LangChainEmbedder", "shares_embedder"]
+
+logger = logging.getLogger(__name__)
+
+_PROBE_TEXT = "dimension probe"
+
+
+def _default_name(embeddings: Embeddings) -> str:
+    model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+    kind = type(embeddings).__name__
+    return f"langchain:{kind}:{model}" if isinstance(model, str) and model else f"langchain:{kind}"
+
+
+class LangChainEmbedder:
+    """A LangChain ``Embeddings`` as GRAVITY's embedder (anchor vectors, query reranking).
+
+    Texts go through ``embed_documents`` in one call per :meth:`embed`; rows are L2-normalized as
+    the :class:`~gravity_core.embeddings.base.Embedder` protocol requires.
+
+    Args:
+        embeddings: any LangChain embedding model.
+        name: identifies the model in the KB, so a KB is never queried with another model.
+            Defaults to ``langchain:<class>:<model>``, e.g.
+            ``langchain:OpenAIEmbeddings:text-embedding-3-small``; pass your own when the class
+            and model name do not pin the vectors down.
+        dim: the vector dimension; when omitted it is read from the first embedding (one probe
+            call if :attr:`dim` is asked for before anything was embedded).
+
+    Example:
+        ```python
+        from langchain_openai import OpenAIEmbeddings
+        embedder = LangChainEmbedder(OpenAIEmbeddings(model="text-embedding-3-small"))
+        ```
+    """
+
+    def __init__(self, embeddings: Embeddings, *, name: str | None = None, dim: int | None = None) -> None:
+        if not isinstance(embeddings, Embeddings):
+            raise ConfigurationError(
+                f"LangChainEmbedder needs a langchain_core Embeddings, got {type(embeddings).__name__}"
+            )
+        if dim is not None and dim < 1:
+            raise ConfigurationError(f"dim must be >= 1, got {dim}")
+        self.embeddings = embeddings
+        self._name = name or _default_name(embeddings)
+        self._dim = dim
+
+    def __repr__(self) -> str:
+        return f"LangChainEmbedder(name={self._name!r})"
+
+    @property
+    def name(self) -> str:
+        """Identifier recorded in the KB."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (probed with one embedding if not known yet)."""
+        if self._dim is None:
+            self._dim = int(self._call([_PROBE_TEXT]).shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed ``texts`` with ``embed_documents``.
+
+        Returns:
+            float32 array of shape ``(len(texts), dim)``, rows L2-normalized (an all-zero row stays zero).
+
+        Raises:
+            ProviderError: the embedding provider failed (rate limit, timeout, connection).
+            ConfigurationError: the model returned vectors of another count or dimension.
+        """
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        matrix = self._call(items)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+    def _call(self, texts: list[str]) -> Matrix:
+        try:
+            raw = self.embeddings.embed_documents(texts)
+        except Exception as exc:
+            if is_provider_fault(exc):
+                raise ProviderError(str(exc), provider=self._name) from exc
+            raise
+        matrix = np.asarray(raw, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+            raise ConfigurationError(
+                f"{self._name} returned an array of shape {matrix.shape} for {len(texts)} texts"
+            )
+        if self._dim is None:
+            self._dim = int(matrix.shape[1])
+        elif matrix.shape[1] != self._dim:
+            raise ConfigurationError(
+                f"{self._name} returned {matrix.shape[1]}-dim vectors, expected {self._dim}"
+            )
+        return matrix
+
+
+class GravityEmbeddings(Embeddings):
+    """A GRAVITY embedder as LangChain ``Embeddings``, to back any LangChain vector store.
+
+    This is how the offline MiniLM gets into LangChain, and how a store can share the KB's
+    embedder with the engine (the retriever then embeds the question once for both).
+
+    Args:
+        embedder: any GRAVITY embedder, e.g. ``MiniLMEmbedder()`` or ``engine.embedder``.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        if not isinstance(embedder, Embedder):
+            raise ConfigurationError(
+                f"GravityEmbeddings needs a GRAVITY Embedder, got {type(embedder).__name__}"
+            )
+        self.embedder = embedder
+
+    def __repr__(self) -> str:
+        return f"GravityEmbeddings({self.embedder!r})"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed texts in one batch; rows are L2-normalized."""
+        if not texts:
+            return []
+        return [[float(x) for x in row] for row in self.embedder.embed(texts)]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query (GRAVITY embedders treat queries and documents alike)."""
+        return [float(x) for x in self.embedder.embed([text])[0]]
+
+
+def shares_embedder(embeddings: Embeddings | None, embedder: Embedder) -> bool:
+    """Whether ``embeddings`` (a store's) and ``embedder`` (the engine's) are the same model.
+
+    True when ``embeddings`` is a :class:`GravityEmbeddings` over an embedder of the same name, or
+    when ``embedder`` is a :class:`LangChainEmbedder` wrapping this very ``embeddings`` object.
+    """
+    if embeddings is None:
+        return False
+    if isinstance(embeddings, GravityEmbeddings):
+        return embeddings.embedder is embedder or embeddings.embedder.name == embedder.name
+    return isinstance(embedder, LangChainEmbedder) and embedder.embeddings is embeddings

@@ -1,0 +1,118 @@
+"""One engine query per question, shared by the retriever and the anchors runnable of a chain.
+
+In ``RunnablePassthrough.assign(context=... | retriever, gravity_anchors=anchors)`` both branches
+need the same :class:`~gravity_core.query.types.AnchorContext` (the retriever its expansions, the
+runnable its text), and LangChain runs the two branches at the same time. A
+:class:`GravityQueryCache` given to both computes it once: the first caller runs the query, a
+caller that arrives while it runs waits for that result, and the last few results are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import numpy as np
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.query.config import QueryConfig
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.types import AnchorContext
+
+__all__ = ["GravityQueryCache"]
+
+logger = logging.getLogger(__name__)
+
+_Key = tuple[str, QueryConfig]
+
+
+class GravityQueryCache:
+    """Runs ``engine.query`` once per (question, config) and shares the result; thread-safe.
+
+    The engine is read-only and deterministic, so a cached answer stays right for as long as the
+    engine object lives; build a new cache with a new engine.
+
+    Args:
+        engine: the GRAVITY engine.
+        maxsize: how many recent results are kept.
+
+    Example:
+        ```python
+        cache = GravityQueryCache(engine)
+        retriever = GravityRetriever(engine=engine, vector_store=store, cache=cache)
+        anchors = gravity_anchors_runnable(cache)   # same cache: one engine query per question
+        ```
+    """
+
+    def __init__(self, engine: GravityEngine, *, maxsize: int = 32) -> None:
+        if maxsize < 1:
+            raise ConfigurationError(f"maxsize must be at least 1, got {maxsize}")
+        self.engine = engine
+        self.maxsize = maxsize
+        self._lock = threading.Lock()
+        self._done: OrderedDict[_Key, AnchorContext] = OrderedDict()
+        self._running: dict[_Key, Future[AnchorContext]] = {}
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def get(
+        self,
+        question: str,
+        *,
+        config: QueryConfig | None = None,
+        query_embedding: Sequence[float] | np.ndarray | None = None,
+    ) -> AnchorContext:
+        """The engine's answer for ``question``, computed at most once while it is cached.
+
+        Args:
+            question: the user's question.
+            config: query settings (default: the engine's).
+            query_embedding: the question's vector from the same model as the engine's embedder,
+                used if this call is the one that runs the query.
+        """
+        key = (question, config or self.engine.config)
+        with self._lock:
+            done = self._done.get(key)
+            if done is not None:
+                self._done.move_to_end(key)
+                return done
+            running = self._running.get(key)
+            if running is None:
+                owned: Future[AnchorContext] = Future()
+                self._running[key] = owned
+        if running is not None:
+            return running.result()
+        try:
+            result = self.engine.query(question, config=key[1], query_embedding=query_embedding)
+        except BaseException as exc:
+            with self._lock:
+                del self._running[key]
+            owned.set_exception(exc)
+            raise
+        with self._lock:
+            del self._running[key]
+            self._done[key] = result
+            while len(self._done) > self.maxsize:
+                self._done.popitem(last=False)
+        owned.set_result(result)
+        return result
+
+    async def aget(
+        self,
+        question: str,
+        *,
+        config: QueryConfig | None = None,
+        query_embedding: Sequence[float] | np.ndarray | None = None,
+    ) -> AnchorContext:
+        """:meth:`get` in a worker thread, so the event loop is not blocked by the scoring."""
+        return await asyncio.to_thread(self.get, question, config=config, query_embedding=query_embedding)
+
+    def clear(self) -> None:
+        """Forget the cached results (queries running now still finish)."""
+        with self._lock:
+            self._done.clear()
