@@ -16,6 +16,7 @@ from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from gravity_core.errors import ConfigurationError
+from gravity_core.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_llamaindex.embeddings import GravityEmbedding
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 from gravity_llamaindex.transform import merge_queries
@@ -48,23 +49,8 @@ def reciprocal_rank_fusion(
     Returns:
         New ``NodeWithScore`` objects (the inputs are not modified) with the fused score, best first.
     """
-    if k < 0:
-        raise ConfigurationError(f"k must be >= 0, got {k}")
-    scores: dict[str, float] = {}
-    nodes: dict[str, NodeWithScore] = {}
-    for ranked in results:
-        seen_here: set[str] = set()
-        for rank, item in enumerate(ranked, start=1):
-            node_id = item.node.node_id
-            if node_id in seen_here:
-                continue
-            seen_here.add(node_id)
-            nodes.setdefault(node_id, item)
-            scores[node_id] = scores.get(node_id, 0.0) + 1.0 / (k + rank)
-    order = sorted(nodes, key=lambda node_id: -scores[node_id])  # stable: first met wins ties
-    if top_n is not None:
-        order = order[:top_n]
-    return [NodeWithScore(node=nodes[node_id].node, score=scores[node_id]) for node_id in order]
+    fused = core_rrf(results, lambda item: item.node.node_id, c=k, top_n=top_n)
+    return [NodeWithScore(node=item.node, score=score) for item, score in fused]
 
 
 class GravityFusionRetriever(BaseRetriever):

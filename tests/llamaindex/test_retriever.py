@@ -210,5 +210,5 @@ def test_bad_arguments_raise_configuration_errors(engine: GravityEngine) -> None
         GravityFusionRetriever("not a retriever", engine)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="GravityEngine"):
         GravityFusionRetriever(ScriptedRetriever(), "not an engine")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="k must be"):
+    with pytest.raises(ConfigurationError, match="constant must be >= 0"):
         reciprocal_rank_fusion([], k=-1)
