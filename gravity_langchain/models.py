@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable
+from pydantic import BaseModel
 
 from gravity_core.errors import MissingDependencyError, ProviderError
 from gravity_core.llm.base import Message
@@ -30,6 +33,7 @@ class LangChainChatModel:
 
     def __init__(self, model: BaseChatModel, name: str | None = None) -> None:
         self.model = model
+        self._structured: dict[type[BaseModel], Runnable[Any, Any] | None] = {}
         self._name = name or str(
             getattr(model, "model_name", None) or getattr(model, "model", None) or model.get_name()
         )
@@ -41,15 +45,44 @@ class LangChainChatModel:
 
     def complete(self, messages: Sequence[Message]) -> str:
         """Send the messages to the chat model and return its text."""
+        answer = self._invoke(self.model, messages)
+        return answer.text if isinstance(answer, BaseMessage) else str(answer)
+
+    def complete_structured(self, messages: Sequence[Message], response_model: type[BaseModel]) -> str:
+        """Ask through ``with_structured_output(response_model)`` when the model supports it.
+
+        Returns JSON text for GRAVITY to validate: the parsed object, else the raw tool-call
+        arguments or text (so a bad answer is re-asked like any other). Models without structured
+        output (``NotImplementedError``) are asked with :meth:`complete`.
+        """
+        if response_model not in self._structured:
+            try:
+                self._structured[response_model] = self.model.with_structured_output(
+                    response_model, include_raw=True
+                )
+            except NotImplementedError:
+                self._structured[response_model] = None
+        structured = self._structured[response_model]
+        if structured is None:
+            return self.complete(messages)
+        result = self._invoke(structured, messages)
+        parsed = result.get("parsed") if isinstance(result, dict) else None
+        if isinstance(parsed, BaseModel):
+            return parsed.model_dump_json()
+        raw = result.get("raw") if isinstance(result, dict) else result
+        if isinstance(raw, AIMessage) and raw.tool_calls:
+            return json.dumps(raw.tool_calls[0]["args"])
+        return raw.text if isinstance(raw, BaseMessage) else str(raw)
+
+    def _invoke(self, runnable: Runnable[Any, Any], messages: Sequence[Message]) -> Any:
         try:
-            answer: Any = self.model.invoke(_to_langchain(messages))
+            return runnable.invoke(_to_langchain(messages))
         except Exception as exc:
             if is_provider_fault(exc):
                 raise ProviderError(
                     str(exc), provider=self._name, status_code=getattr(exc, "status_code", None)
                 ) from exc
             raise
-        return answer.text if isinstance(answer, BaseMessage) else str(answer)
 
 
 def openai_chat_model(name: str) -> LangChainChatModel:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol, TypedDict, runtime_checkable
 
-__all__ = ["ChatModel", "Message"]
+from pydantic import BaseModel
+
+__all__ = ["ChatModel", "Message", "StructuredChatModel"]
 
 
 class Message(TypedDict):
@@ -30,4 +32,16 @@ class ChatModel(Protocol):
 
     def complete(self, messages: Sequence[Message]) -> str:
         """Return the model's answer to ``messages``."""
+        ...
+
+
+@runtime_checkable
+class StructuredChatModel(ChatModel, Protocol):
+    """A chat model that can be held to a response schema (tool calling, JSON mode...).
+
+    GRAVITY still validates the answer and re-asks on errors, so the method returns JSON text.
+    """
+
+    def complete_structured(self, messages: Sequence[Message], response_model: type[BaseModel]) -> str:
+        """Return the model's answer to ``messages`` as JSON text for ``response_model``."""
         ...

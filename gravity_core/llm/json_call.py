@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from gravity_core.errors import ConfigurationError, UnexpectedModelOutput
-from gravity_core.llm.base import ChatModel, Message
+from gravity_core.llm.base import ChatModel, Message, StructuredChatModel
 from gravity_core.llm.cache import ResponseCache
 
 __all__ = ["REASK_TEMPLATE", "call_json", "extract_json", "parse_json_answer"]
@@ -122,14 +122,22 @@ def parse_json_answer(text: str, response_model: type[T]) -> T:
     raise ValueError(" ".join(problems) or _no_object_message(text))
 
 
-def _complete(model: ChatModel, messages: Sequence[Message], cache: ResponseCache | None) -> str:
-    if cache is None:
-        return model.complete(messages)
-    cached = cache.get(model.model_name, messages)
-    if cached is not None:
-        return cached
-    completion = model.complete(messages)
-    cache.put(model.model_name, messages, completion)
+def _complete(
+    model: ChatModel,
+    messages: Sequence[Message],
+    cache: ResponseCache | None,
+    response_model: type[BaseModel],
+) -> str:
+    if cache is not None:
+        cached = cache.get(model.model_name, messages)
+        if cached is not None:
+            return cached
+    if isinstance(model, StructuredChatModel):
+        completion = model.complete_structured(messages, response_model)
+    else:
+        completion = model.complete(messages)
+    if cache is not None:
+        cache.put(model.model_name, messages, completion)
     return completion
 
 
@@ -147,7 +155,9 @@ def call_json(
     assistant message, followed by a user message stating the error (:data:`REASK_TEMPLATE`),
     and the model is asked again, up to ``max_attempts`` requests in total. Every request goes
     through ``cache`` when one is given, re-asks included (their key covers the whole
-    conversation), so a rebuild replays the same answers.
+    conversation), so a rebuild replays the same answers. A model that implements
+    :class:`~gravity_core.llm.base.StructuredChatModel` is held to ``response_model`` by its own
+    means (tool calling, JSON mode) through ``complete_structured``; its answer is validated the same way.
 
     Args:
         model: the chat model.
@@ -169,7 +179,7 @@ def call_json(
     completion = ""
     error = ""
     for attempt in range(1, max_attempts + 1):
-        completion = _complete(model, conversation, cache)
+        completion = _complete(model, conversation, cache, response_model)
         try:
             return parse_json_answer(completion, response_model), completion
         except ValueError as exc:
