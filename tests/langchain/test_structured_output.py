@@ -11,7 +11,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel, G
 from langchain_core.messages import AIMessage
 
 from gravity_core.extract.llm import LLMExtractor
-from gravity_core.schema import KnowledgeBase, Utterance
+from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 from gravity_langchain import LangChainChatModel
 
 BATCH = [
@@ -49,6 +49,10 @@ def tool_answers(*args: dict[str, Any]) -> Iterator[AIMessage]:
         AIMessage(content="", tool_calls=[{"name": "FusedExtraction", "args": a, "id": f"call{n}"}])
         for n, a in enumerate(args)
     )
+
+
+def extract(model: LangChainChatModel) -> AnchorUpdate:
+    return LLMExtractor(model, fused=True).extract(BATCH, KnowledgeBase())
 
 
 def test_tool_calling_model_fills_the_schema_through_structured_output() -> None:
