@@ -1,0 +1,353 @@
+"""``gravity eval locomo PATH`` and ``gravity eval longmemeval PATH``: hosts with and without GRAVITY."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from gravity_core.embeddings.base import Embedder as EmbedderT
+from gravity_core.errors import ConfigurationError
+from gravity_core.eval.datasets import EvalSample, load_locomo_eval, load_longmemeval_eval
+from gravity_core.eval.grading import Grader
+from gravity_core.eval.hosts import Host
+from gravity_core.eval.report import write_outputs
+from gravity_core.eval.results import OVERALL, EvalResults
+from gravity_core.eval.runner import HostFactory, run_eval, vector_host_factory
+from gravity_core.eval.settings import (
+    ABLATION_SETTINGS,
+    DEFAULT_BUDGETS,
+    HOST_ALONE,
+    EvalConfig,
+    parse_budgets,
+)
+from gravity_core.extract.base import Extractor
+from gravity_core.providers import load_chat_model, load_embedder
+from gravity_core.tokens import TokenCounter
+
+__all__ = ["make_eval_app"]
+
+_DEFAULTS = EvalConfig()
+_BUDGETS = ",".join(map(str, DEFAULT_BUDGETS))
+_LLM_SETTINGS = ",".join(_DEFAULTS.llm_settings)
+_LLM_BUDGETS = ",".join(map(str, _DEFAULTS.llm_budgets))
+
+Output = Annotated[
+    Path | None, typer.Option("-o", "--output", help="Run folder (default: gravity-eval/<benchmark>).")
+]
+Budgets = Annotated[str, typer.Option(help="Total context budgets, cl100k tokens, comma-separated.")]
+Settings = Annotated[
+    str, typer.Option(help="GRAVITY settings (presets), comma-separated; 'all' for every ablation.")
+]
+Hosts = Annotated[
+    list[str] | None, typer.Option("--host", help="Host memory: vector (default) or sgmem; repeatable.")
+]
+Limit = Annotated[int | None, typer.Option(min=1, help="Only the first N questions of each sample.")]
+Embedder = Annotated[str, typer.Option(help="minilm (offline default) or hashing[:DIM].")]
+ExtractorOpt = Annotated[
+    str, typer.Option(help="KB extractor: offline (default) or llm (uses --extract-model).")
+]
+ExtractModel = Annotated[str | None, typer.Option(help="Chat model of --extractor llm, as provider:name.")]
+Model = Annotated[
+    str | None, typer.Option(help="Chat model that answers, as provider:name (none: offline metrics only).")
+]
+JudgeModel = Annotated[str | None, typer.Option(help="Chat model that judges (default: --model).")]
+LLMSettings = Annotated[
+    str, typer.Option(help="Settings the model answers, comma-separated (the host alone always).")
+]
+LLMBudgets = Annotated[str, typer.Option(help="Budgets at which the model answers, comma-separated.")]
+AnchorShare = Annotated[float, typer.Option(help="Most of the budget GRAVITY's injection may take.")]
+QueryWeight = Annotated[
+    float, typer.Option(help="RRF weight of the question's own ranking (expansions weigh 1).")
+]
+ExpansionDepth = Annotated[int, typer.Option(min=1, help="Top passages of each expansion's search fused in.")]
+Concurrency = Annotated[int, typer.Option(min=1, help="Chat-model requests in flight.")]
+NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _settings(text: str) -> tuple[str, ...]:
+    chosen = _split(text)
+    if chosen == ["all"]:
+        return ABLATION_SETTINGS
+    return tuple(s for s in chosen if s != HOST_ALONE)
+
+
+def _extractor(kind: str, model: str | None, output: Path, embedder: EmbedderT) -> Extractor:
+    if kind == "offline":
+        if model:
+            raise ConfigurationError("--extract-model is for --extractor llm")
+        from gravity_core.extract.offline import OfflineExtractor
+
+        return OfflineExtractor(embedder)
+    if kind == "llm":
+        if not model:
+            raise ConfigurationError("--extractor llm needs --extract-model provider:name")
+        from gravity_core.extract.llm import LLMExtractor
+        from gravity_core.llm.cache import ResponseCache
+
+        return LLMExtractor(load_chat_model(model), fused=True, cache=ResponseCache(output / "extract_cache"))
+    raise ConfigurationError(f"unknown extractor {kind!r} (use offline or llm)")
+
+
+def _sgmem_factory(embedder: EmbedderT, counter: TokenCounter, output: Path) -> HostFactory:
+    from gravity_core.eval.sgmem_host import SGMemHost, sgmem_available
+
+    if not sgmem_available():
+        raise ConfigurationError("the sgmem host is not available in this installation")
+
+    def make(sample: EvalSample) -> Host:
+        folder = output / "sgmem" / sample.id.replace("/", "_")
+        return SGMemHost(sample.utterances, embedder, counter=counter, directory=folder)
+
+    return make
+
+
+def _host_factories(
+    names: Sequence[str], embedder: EmbedderT, counter: TokenCounter, output: Path
+) -> list[HostFactory]:
+    factories: list[HostFactory] = []
+    for name in dict.fromkeys(names or ["vector"]):
+        if name == "vector":
+            factories.append(vector_host_factory(embedder, counter=counter, cache_dir=output / "embeddings"))
+        elif name == "sgmem":
+            factories.append(_sgmem_factory(embedder, counter, output))
+        else:
+            raise ConfigurationError(f"unknown host {name!r} (use vector or sgmem)")
+    return factories
+
+
+class _Bars:
+    """Rich progress bars for the runner's stages."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(stage, total=total)
+        self.progress.update(self.tasks[stage], completed=done, total=total)
+
+
+def _summary_lines(results: EvalResults) -> list[str]:
+    lines: list[str] = []
+    for host in results.info["hosts"]:
+        for budget in results.config["budgets"]:
+            cells = results.summary[host]
+            parts = []
+            for setting in (HOST_ALONE, "full"):
+                cell = cells.get(setting, {}).get(str(budget))
+                if cell is None:
+                    continue
+                overall = cell[OVERALL]
+                label = host if setting == HOST_ALONE else f"{host}+GRAVITY"
+                parts.append(
+                    f"{label}: coverage {overall['answer_coverage']:.3f}, evidence recall "
+                    + (f"{overall['evidence_recall']:.3f}" if overall["evidence_recall"] is not None else "-")
+                    + (f", accuracy {overall['accuracy']:.3f}" if overall["accuracy"] is not None else "")
+                )
+            lines.append(f"{budget:>5} tokens  " + " | ".join(parts))
+    for goal in results.goals:
+        lines.append(f"goal ({goal.host}): {'met' if goal.met else 'not met'}")
+    return lines
+
+
+def _evaluate(
+    benchmark: str,
+    load: Callable[[], list[EvalSample]],
+    *,
+    output: Path | None,
+    budgets: str,
+    settings: str,
+    hosts: list[str] | None,
+    limit: int | None,
+    embedder: str,
+    extractor: str,
+    extract_model: str | None,
+    model: str | None,
+    judge_model: str | None,
+    llm_settings: str,
+    llm_budgets: str,
+    anchor_share: float,
+    query_weight: float,
+    expansion_depth: int,
+    concurrency: int,
+    no_plots: bool,
+    quiet: bool,
+) -> None:
+    folder = output or Path("gravity-eval") / benchmark
+    config = EvalConfig(
+        budgets=parse_budgets(budgets),
+        settings=_settings(settings),
+        anchor_share=anchor_share,
+        query_weight=query_weight,
+        expansion_depth=expansion_depth,
+        llm_settings=tuple(_split(llm_settings)),
+        llm_budgets=parse_budgets(llm_budgets),
+        concurrency=concurrency,
+    )
+    if judge_model and not model:
+        raise ConfigurationError("--judge-model needs --model (the answering model)")
+    if model and not set(config.llm_budgets) & set(config.budgets):
+        raise ConfigurationError(
+            f"--llm-budgets {llm_budgets} names none of the budgets {budgets}: the model would answer nothing"
+        )
+    samples = load()
+    if limit is not None:
+        samples = [dataclasses.replace(s, questions=s.questions[:limit]) for s in samples]
+    counter = TokenCounter()
+    shared_embedder = load_embedder(embedder)
+    grader = None
+    if model:
+        answerer = load_chat_model(model)
+        grader = Grader(
+            answerer, load_chat_model(judge_model) if judge_model else None, cache_dir=folder / "llm_cache"
+        )
+    console = Console(stderr=True, quiet=quiet)
+    columns = (TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        results = run_eval(
+            samples,
+            benchmark=benchmark,
+            output_dir=folder,
+            embedder=shared_embedder,
+            extractor=_extractor(extractor, extract_model, folder, shared_embedder),
+            hosts=_host_factories(hosts or [], shared_embedder, counter, folder),
+            config=config,
+            grader=grader,
+            counter=counter,
+            progress=_Bars(progress),
+        )
+    written = write_outputs(results, folder, plots=not no_plots)
+    for line in _summary_lines(results):
+        typer.echo(line)
+    typer.echo(f"results: {written['json']}")
+    typer.echo(f"report:  {written['report']}")
+    plots = [str(p) for key, p in written.items() if key.startswith("plot:")]
+    if plots:
+        typer.echo(f"plots:   {', '.join(plots)}")
+
+
+def locomo(
+    path: Annotated[Path, typer.Argument(help="LoCoMo JSON file (e.g. locomo10.json).")],
+    output: Output = None,
+    samples: Annotated[str | None, typer.Option(help="Sample ids, comma-separated (default: all).")] = None,
+    budgets: Budgets = _BUDGETS,
+    settings: Settings = "all",
+    host: Hosts = None,
+    limit: Limit = None,
+    embedder: Embedder = "minilm",
+    extractor: ExtractorOpt = "offline",
+    extract_model: ExtractModel = None,
+    model: Model = None,
+    judge_model: JudgeModel = None,
+    llm_settings: LLMSettings = _LLM_SETTINGS,
+    llm_budgets: LLMBudgets = _LLM_BUDGETS,
+    anchor_share: AnchorShare = _DEFAULTS.anchor_share,
+    query_weight: QueryWeight = _DEFAULTS.query_weight,
+    expansion_depth: ExpansionDepth = _DEFAULTS.expansion_depth,
+    concurrency: Concurrency = _DEFAULTS.concurrency,
+    no_plots: NoPlots = False,
+    quiet: Quiet = False,
+) -> None:
+    """Evaluate on LoCoMo (categories 1-4): evidence recall, answer coverage; accuracy with --model."""
+    chosen = _split(samples) if samples else None
+    _evaluate(
+        "locomo",
+        lambda: load_locomo_eval(path, samples=chosen),
+        output=output,
+        budgets=budgets,
+        settings=settings,
+        hosts=host,
+        limit=limit,
+        embedder=embedder,
+        extractor=extractor,
+        extract_model=extract_model,
+        model=model,
+        judge_model=judge_model,
+        llm_settings=llm_settings,
+        llm_budgets=llm_budgets,
+        anchor_share=anchor_share,
+        query_weight=query_weight,
+        expansion_depth=expansion_depth,
+        concurrency=concurrency,
+        no_plots=no_plots,
+        quiet=quiet,
+    )
+
+
+def longmemeval(
+    path: Annotated[Path, typer.Argument(help="LongMemEval JSON file (e.g. longmemeval_s.json).")],
+    output: Output = None,
+    questions: Annotated[
+        str | None, typer.Option(help="Question ids, comma-separated (default: all).")
+    ] = None,
+    abstention: Annotated[bool, typer.Option(help="Include the abstention (_abs) questions.")] = False,
+    budgets: Budgets = _BUDGETS,
+    settings: Settings = "all",
+    host: Hosts = None,
+    embedder: Embedder = "minilm",
+    extractor: ExtractorOpt = "offline",
+    extract_model: ExtractModel = None,
+    model: Model = None,
+    judge_model: JudgeModel = None,
+    llm_settings: LLMSettings = _LLM_SETTINGS,
+    llm_budgets: LLMBudgets = _LLM_BUDGETS,
+    anchor_share: AnchorShare = _DEFAULTS.anchor_share,
+    query_weight: QueryWeight = _DEFAULTS.query_weight,
+    expansion_depth: ExpansionDepth = _DEFAULTS.expansion_depth,
+    concurrency: Concurrency = _DEFAULTS.concurrency,
+    no_plots: NoPlots = False,
+    quiet: Quiet = False,
+) -> None:
+    """Evaluate on LongMemEval (one haystack per question), per question type."""
+    chosen = _split(questions) if questions else None
+    _evaluate(
+        "longmemeval",
+        lambda: load_longmemeval_eval(path, question_ids=chosen, include_abstention=abstention),
+        output=output,
+        budgets=budgets,
+        settings=settings,
+        hosts=host,
+        limit=None,
+        embedder=embedder,
+        extractor=extractor,
+        extract_model=extract_model,
+        model=model,
+        judge_model=judge_model,
+        llm_settings=llm_settings,
+        llm_budgets=llm_budgets,
+        anchor_share=anchor_share,
+        query_weight=query_weight,
+        expansion_depth=expansion_depth,
+        concurrency=concurrency,
+        no_plots=no_plots,
+        quiet=quiet,
+    )
+
+
+def make_eval_app() -> typer.Typer:
+    """The ``gravity eval`` sub-application.
+
+    Register it with ``app.add_typer(make_eval_app(), name="eval")``.
+    """
+    app = typer.Typer(
+        help="Evaluate host memories with and without GRAVITY on LoCoMo or LongMemEval.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.command("locomo")(locomo)
+    app.command("longmemeval")(longmemeval)
+    return app

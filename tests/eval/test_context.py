@@ -1,0 +1,78 @@
+"""Fusing rankings, filling the budget, and counting every context token, anchors included."""
+
+from __future__ import annotations
+
+import pytest
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.eval.context import ContextWindow, fill_budget, rrf_fuse
+from gravity_core.eval.hosts import Passage
+from gravity_core.tokens import TokenCounter
+
+COUNTER = TokenCounter()
+
+
+def passage(pid: str, text: str | None = None, position: int = 0) -> Passage:
+    body = text or f"[1:00 pm on 1 May, 2023] Anna: turn {pid} says something."
+    return Passage(pid, body, COUNTER.count(body + "\n"), (pid,), position)
+
+
+A, B, C, D = (passage(x, position=i) for i, x in enumerate("abcd"))
+
+
+def ids(passages: list[Passage]) -> list[str]:
+    return [p.id for p in passages]
+
+
+def test_rrf_rewards_passages_found_by_several_searches() -> None:
+    fused = rrf_fuse([[A, B, C], [C, D], [C, B]])
+    assert ids(fused)[0] == "c"
+    assert set(ids(fused)) == {"a", "b", "c", "d"}
+
+
+def test_rrf_weight_keeps_the_question_ranking_on_top() -> None:
+    question, expansion = [A, B], [C, D]
+    assert ids(rrf_fuse([question, expansion])) == ["a", "c", "b", "d"]  # ties: first met first
+    assert ids(rrf_fuse([question, expansion], weights=[3.0, 1.0])) == ["a", "b", "c", "d"]
+
+
+def test_rrf_scores_are_reciprocal_ranks() -> None:
+    # b: 1/(1+2) + 1/(1+1) = 0.833 beats a: 1/(1+1) = 0.5 with k=1
+    assert ids(rrf_fuse([[A, B], [B]], k=1)) == ["b", "a"]
+
+
+def test_rrf_rejects_mismatched_weights() -> None:
+    with pytest.raises(ConfigurationError):
+        rrf_fuse([[A], [B]], weights=[1.0])
+
+
+def test_fill_budget_skips_a_passage_too_long_and_keeps_filling() -> None:
+    long = passage("long", "word " * 200)
+    taken = fill_budget([A, long, B], A.tokens + B.tokens)
+    assert ids(taken) == ["a", "b"]
+
+
+def test_window_counts_anchors_inside_the_budget() -> None:
+    anchors = (
+        "The retrieved memories are the primary source of truth.\n<gravity_anchors>\n- x\n</gravity_anchors>"
+    )
+    anchor_tokens = COUNTER.count(anchors)
+    budget = anchor_tokens + A.tokens + B.tokens + 1
+    window = ContextWindow.assemble([A, B, C, D], budget, anchors_text=anchors, anchors_tokens=anchor_tokens)
+    assert ids(list(window.passages)) == ["a", "b"]  # the host only gets what the anchors leave
+    assert window.tokens == COUNTER.count(window.text) <= budget
+    alone = ContextWindow.assemble([A, B, C, D], budget)
+    assert len(alone.passages) > len(window.passages)
+
+
+def test_window_text_is_memories_in_time_order_then_anchors() -> None:
+    window = ContextWindow.assemble(
+        [C, A], 1000, anchors_text="ANCHORS", anchors_tokens=COUNTER.count("ANCHORS")
+    )
+    assert window.text.index("turn a") < window.text.index("turn c") < window.text.index("ANCHORS")
+    assert window.turn_ids == {"a", "c"}
+
+
+def test_anchors_over_the_budget_are_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        ContextWindow.assemble([A], 5, anchors_text="x " * 50, anchors_tokens=50)
