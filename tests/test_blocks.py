@@ -586,3 +586,20 @@ def test_trimming_keeps_one_anchor_of_each_kind_as_long_as_possible(
     _, text, kept, _ = format_blocks(kb, selected, counter=counter, token_budget=full - 1)
     assert kept == [selected[0], lonely_topic]
     assert "<topic_summaries>" in text and "Lena (person)" not in text
+
+
+def test_coarse_relative_dates_keep_their_phrase_and_the_day_said(
+    kb: KnowledgeBase, counter: TokenCounter
+) -> None:
+    moved = event_id(kb, "moved to Bristol")
+    said = kb.events[moved].said_at
+    week = TimeRef(
+        raw="last week",
+        start=date(2024, 3, 25),
+        end=date(2024, 3, 31),
+        granularity=Granularity.WEEK,
+        reference=said.date(),
+    )
+    kb.events[moved] = kb.events[moved].model_copy(update={"when": week})
+    _, text, _, _ = format_blocks(kb, [ScoredAnchor(EVENT, moved, 0.9)], counter=counter, token_budget=None)
+    assert f"(last week, said {said.day} {said:%B %Y})" in text

@@ -30,6 +30,7 @@ from gravity_core.schema import (
     Attribute,
     EntityAnchor,
     EventAnchor,
+    Granularity,
     KnowledgeBase,
     Relation,
     StateTransition,
@@ -201,7 +202,10 @@ def _when(event: EventAnchor, limits: BlockLimits) -> str:
     if event.when is None:
         return said
     if event.when.resolved:
-        return _text(event.when.label(), limits.max_text_chars)
+        label = event.when.label()
+        if event.when.basis == "phrase" and event.when.granularity is not Granularity.DAY and event.when.raw:
+            label = f"{label} ({event.when.raw}, said {_day(event.said_at)})"
+        return _text(label, limits.max_text_chars)
     raw = _text(event.when.raw, limits.max_text_chars)
     return f"{raw}, {said}" if raw else said
 
