@@ -24,6 +24,7 @@ from gravity_langchain.messages import DEFAULT_ROLES, build_kb_from_messages, ut
 from gravity_langchain.models import LangChainChatModel, openai_chat_model
 from gravity_langchain.query_cache import GravityQueryCache
 from gravity_langchain.retriever import ANCHORS_EVENT, GravityRetriever, anchors_event_data
+from gravity_langchain.sgmem import SGMemRetriever, chunk_document, memory_document
 
 __all__ = [
     "ANCHORS_EVENT",
@@ -35,13 +36,16 @@ __all__ = [
     "GravityRetriever",
     "LangChainChatModel",
     "LangChainEmbedder",
+    "SGMemRetriever",
     "anchors_event_data",
     "build_gravity_chain",
     "build_kb_from_messages",
+    "chunk_document",
     "document_key",
     "format_documents",
     "gravity_anchors_runnable",
     "gravity_prompt",
+    "memory_document",
     "openai_chat_model",
     "reciprocal_rank_fusion",
     "shares_embedder",

@@ -36,6 +36,7 @@ from gravity_llamaindex.postprocessor import (
 from gravity_llamaindex.prompts import GRAVITY_QA_TEMPLATE, gravity_qa_template, install_gravity_qa_template
 from gravity_llamaindex.provider import AnchorProvider
 from gravity_llamaindex.retriever import GravityFusionRetriever, reciprocal_rank_fusion
+from gravity_llamaindex.sgmem import SGMemRetriever, chunk_node, memory_node
 from gravity_llamaindex.transform import GravityQueryTransform
 
 __all__ = [
@@ -51,12 +52,15 @@ __all__ = [
     "KeepGravityFirst",
     "LlamaIndexChatModel",
     "LlamaIndexEmbedder",
+    "SGMemRetriever",
     "SelectedAnchor",
     "as_gravity_embedder",
     "build_kb_from_chat_messages",
+    "chunk_node",
     "gravity_qa_template",
     "install_gravity_qa_template",
     "is_gravity_node",
+    "memory_node",
     "nodes_from_utterances",
     "reciprocal_rank_fusion",
     "utterances_from_chat_messages",

@@ -1,0 +1,150 @@
+"""GRAVITY on top of SGMem, unchanged: expanded queries go to SGMem's search, anchors join the context.
+
+For a question, :class:`SGMemWithGravity` asks the :class:`~gravity_core.query.engine.GravityEngine`
+for its anchor context (anchors, up to nine expanded queries, the formatted blocks), runs SGMem's
+whole retrieval for the question and for each expansion, fuses the rankings by weighted
+reciprocal rank (:meth:`SGMem.retrieve_fused`: the question's ranking with weight 3, the best two
+chunks of each expansion with weight 1, as the evaluation harness does), cuts them to SGMem's token
+budget, and returns both. The prompt context is the anchor injection (priority instruction plus
+blocks, within the engine's own budget) followed by SGMem's memories and chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from gravity_core.errors import ConfigurationError
+from gravity_core.fusion import DEFAULT_RRF_C
+from gravity_core.query.config import QueryConfig
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.types import AnchorContext
+from gravity_core.sgmem.config import ChunkGranularity, RetrievalConfig
+from gravity_core.sgmem.index import DEFAULT_EXPANSION_DEPTH, DEFAULT_QUESTION_WEIGHT, SGMem
+from gravity_core.sgmem.types import SGMemResult
+
+__all__ = ["GravitySGMemResult", "SGMemWithGravity"]
+
+
+@dataclass(frozen=True)
+class GravitySGMemResult:
+    """SGMem's fused retrieval plus GRAVITY's anchors for one question.
+
+    Attributes:
+        question: the question.
+        memory: SGMem's chunks and memories, fused over the question and the expansions.
+        anchors: GRAVITY's anchor context (anchors, expansions, blocks, injection text).
+    """
+
+    question: str
+    memory: SGMemResult
+    anchors: AnchorContext
+
+    @property
+    def queries(self) -> list[str]:
+        """The queries sent to SGMem: the question, then the expansions used."""
+        return list(self.memory.queries)
+
+    @property
+    def text(self) -> str:
+        """The whole context: GRAVITY's injection, then SGMem's memories and chunks."""
+        return "\n\n".join(part for part in (self.anchors.text, self.memory.text) if part)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the anchor injection plus SGMem's kept texts."""
+        return self.anchors.tokens + self.memory.tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: SGMem's ``results`` and ``memories`` plus the anchor context."""
+        return {**self.memory.to_dict(), "anchors": self.anchors.to_dict(), "tokens": self.tokens}
+
+
+class SGMemWithGravity:
+    """SGMem as GRAVITY's host memory.
+
+    Example:
+        ```python
+        both = SGMemWithGravity(sgmem, GravityEngine.from_dir("kb"))
+        result = both.retrieve("When did Maya start night shifts?", token_budget=800)
+        prompt_context = result.text
+        ```
+
+    Args:
+        sgmem: the host memory.
+        engine: GRAVITY's query engine over a KB built from the same conversation.
+        anchor_config: the engine's settings per query (default: the engine's); its
+            ``token_budget`` bounds the anchor blocks, apart from SGMem's budget.
+        rrf_c: the reciprocal-rank-fusion constant.
+        question_weight: weight of the question's own ranking in the fusion (each expansion's is 1).
+        expansion_depth: chunks of each expansion's ranking that take part in the fusion.
+        max_expansions: use at most this many of the engine's expansions (default: all).
+
+    Raises:
+        ConfigurationError: a negative ``max_expansions``.
+    """
+
+    def __init__(
+        self,
+        sgmem: SGMem,
+        engine: GravityEngine,
+        *,
+        anchor_config: QueryConfig | None = None,
+        rrf_c: int = DEFAULT_RRF_C,
+        question_weight: float = DEFAULT_QUESTION_WEIGHT,
+        expansion_depth: int | None = DEFAULT_EXPANSION_DEPTH,
+        max_expansions: int | None = None,
+    ) -> None:
+        if max_expansions is not None and max_expansions < 0:
+            raise ConfigurationError(f"max_expansions must be >= 0, got {max_expansions}")
+        self.sgmem = sgmem
+        self.engine = engine
+        self.anchor_config = anchor_config
+        self.rrf_c = rrf_c
+        self.question_weight = question_weight
+        self.expansion_depth = expansion_depth
+        self.max_expansions = max_expansions
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        token_budget: int | None = None,
+        granularity: ChunkGranularity | str | None = None,
+        hops: int | None = None,
+        max_chunks: int | None = None,
+        config: RetrievalConfig | None = None,
+        question_date: date | None = None,
+    ) -> GravitySGMemResult:
+        """Anchors for ``question``, and SGMem's chunks fused over the question and the expansions.
+
+        Args:
+            question: the question.
+            token_budget: SGMem's budget (the anchors have the engine's own).
+            granularity: see :meth:`SGMem.retrieve`, as are ``hops``, ``max_chunks`` and ``config``.
+            question_date: when the question is asked (for "last month"; default: the KB's last day).
+        """
+        anchors = self.engine.query(question, config=self.anchor_config, question_date=question_date)
+        expansions = anchors.expansions
+        if self.max_expansions is not None:
+            expansions = expansions[: self.max_expansions]
+        extra = [q for q in dict.fromkeys(expansions) if q and q != question]
+        memory = self.sgmem.retrieve_fused(
+            [question, *extra],
+            question=question,
+            rrf_c=self.rrf_c,
+            question_weight=self.question_weight,
+            expansion_depth=self.expansion_depth,
+            token_budget=token_budget,
+            granularity=granularity,
+            hops=hops,
+            max_chunks=max_chunks,
+            config=config,
+        )
+        return GravitySGMemResult(question=question, memory=memory, anchors=anchors)
+
+    async def aretrieve(self, question: str, **kwargs: Any) -> GravitySGMemResult:
+        """:meth:`retrieve` in a worker thread."""
+        return await asyncio.to_thread(lambda: self.retrieve(question, **kwargs))

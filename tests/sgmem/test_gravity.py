@@ -1,0 +1,108 @@
+"""GRAVITY on top of SGMem, end to end in gravity_core: expansions searched in SGMem, anchors in context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from gravity_core.build import AnchorBuilder
+from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
+from gravity_core.embeddings.base import Embedder, Matrix
+from gravity_core.errors import ConfigurationError
+from gravity_core.extract.offline import OfflineExtractor
+from gravity_core.prompts.injection import PRIORITY_INSTRUCTION
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.index import NumpyAnchorIndex
+from gravity_core.schema import Utterance
+from gravity_core.sgmem import RetrievalConfig, SGMem, SGMemWithGravity
+
+QUESTION = "Where does Maya work now, and what happened with Biscuit?"
+
+
+class RecordingEmbedder:
+    """Delegates to a real embedder and keeps the texts of every call (a spy)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.calls.append(list(texts))
+        return self.inner.embed(texts)
+
+
+def engine_for(embedder: Embedder, utterances: list[Utterance]) -> GravityEngine:
+    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
+    builder.add(utterances)
+    return GravityEngine(builder.kb, NumpyAnchorIndex.from_vectors(builder.vectors), embedder)
+
+
+@pytest.fixture(scope="module")
+def engine(hashing: HashingEmbedder, sample: list[Utterance]) -> GravityEngine:
+    return engine_for(hashing, sample)
+
+
+def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
+    engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
+) -> None:
+    spy = RecordingEmbedder(hashing)
+    memory = SGMem(spy)
+    memory.add(sample)
+    spy.calls.clear()
+    both = SGMemWithGravity(memory, engine)
+    result = both.retrieve(QUESTION, token_budget=500, granularity="round")
+    expansions = engine.query(QUESTION).expansions
+    assert expansions  # the sample KB gives this question several expansions
+    assert result.queries == [QUESTION, *dict.fromkeys(e for e in expansions if e != QUESTION)]
+    assert spy.calls == [result.queries]  # every query embedded by SGMem in one call
+    # The chunks are SGMem's own fusion of those queries.
+    fused = memory.retrieve_fused(result.queries, token_budget=500, granularity="round")
+    assert [c.id for c in result.memory.chunks] == [c.id for c in fused.chunks]
+    assert result.memory.tokens <= 500 and all(c.granularity.value == "round" for c in result.memory.chunks)
+    # An expansion brings in a round the question alone does not rank as high.
+    alone = memory.retrieve(QUESTION, token_budget=500, granularity="round")
+    assert [c.id for c in result.memory.chunks] != [c.id for c in alone.chunks]
+    assert result.anchors.anchors and result.anchors.text.startswith(PRIORITY_INSTRUCTION)
+    assert result.text.startswith(result.anchors.text)
+    assert result.text.endswith(result.memory.text)
+    assert result.tokens == result.anchors.tokens + result.memory.tokens
+    data = result.to_dict()
+    assert data["results"] and data["anchors"]["anchors"] and data["queries"] == result.queries
+
+
+def test_without_expansions_it_is_sgmem_alone(engine: GravityEngine, sample_memory: SGMem) -> None:
+    both = SGMemWithGravity(sample_memory, engine, max_expansions=0)
+    result = both.retrieve(QUESTION, token_budget=400)
+    alone = sample_memory.retrieve(QUESTION, token_budget=400)
+    assert result.queries == [QUESTION]
+    assert [c.id for c in result.memory.chunks] == [c.id for c in alone.chunks]
+    with pytest.raises(ConfigurationError):
+        SGMemWithGravity(sample_memory, engine, max_expansions=-1)
+
+
+async def test_async_matches_sync(engine: GravityEngine, sample_memory: SGMem) -> None:
+    both = SGMemWithGravity(sample_memory, engine)
+    sync = both.retrieve(QUESTION, config=RetrievalConfig(token_budget=300))
+    asynchronous = await both.aretrieve(QUESTION, config=RetrievalConfig(token_budget=300))
+    assert asynchronous.to_dict() == sync.to_dict()
+
+
+def test_with_minilm_a_question_finds_turns_that_share_no_word_with_it(sample: list[Utterance]) -> None:
+    embedder = MiniLMEmbedder()
+    memory = SGMem(embedder)
+    memory.add(sample)
+    question = "What pet did Maya get?"  # the conversation says "dog", "terrier", "Biscuit"
+    alone = memory.retrieve(question, token_budget=200)
+    assert any("Biscuit" in c.text or "dog" in c.text for c in alone.chunks[:2])
+    result = SGMemWithGravity(memory, engine_for(embedder, sample)).retrieve(question, token_budget=300)
+    assert "Biscuit" in result.anchors.text
+    assert any("Biscuit" in c.text for c in result.memory.chunks)
