@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 KB     ?= kb-sample
+LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 
 .PHONY: demo test lint install install-test bench clean
 
@@ -23,6 +24,10 @@ demo: install
 
 test: install-test
 	$(BIN)/python -m pytest
+
+# All six benchmarks, offline (about 8-13 minutes on two cores): benchmarks/results/*.json, every ratio with its target.
+bench: install-test
+	$(BIN)/python -m benchmarks --locomo $(LOCOMO)
 
 lint: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'

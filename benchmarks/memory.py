@@ -1,0 +1,141 @@
+"""Benchmark 6: peak memory of a loaded 100k-anchor KB and of its query path.
+
+The grown KB (made-up names, see :mod:`benchmarks.synthetic`) is saved with ``AnchorStore``; each
+measurement then runs in a fresh subprocess (``python -m benchmarks.memory MODE ...``), so every
+peak is clean:
+
+- ``baseline``: the interpreter with GRAVITY's query modules imported, nothing loaded;
+- ``load``: ``GravityEngine.from_dir(kb)``: the KB's JSON and vectors plus the engine's structures;
+- ``query``: the same, then queries with precomputed question vectors (the encoder is never
+  loaded); ``tracemalloc`` records the peak of Python allocations during the queries alone.
+
+Peak RSS is the subprocess's ``VmHWM`` (``ru_maxrss`` where /proc is missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import REPO_ROOT, BenchSettings, Result, ratio, timed
+from benchmarks.workspace import Workspace
+from gravity_core.store import AnchorStore
+
+__all__ = ["main", "measure", "run"]
+
+logger = logging.getLogger(__name__)
+
+_MODES = ("baseline", "load", "query")
+_MB = 1024 * 1024
+
+
+def run(settings: BenchSettings, workspace: Workspace) -> Result:
+    """Save the grown KB, then measure each mode in its own subprocess."""
+    result = Result(
+        name="memory",
+        title=f"6. Memory: peak RSS of a loaded {settings.memory_anchors:,}-anchor KB and its query path",
+        sides={
+            "baseline": "python + GRAVITY's query modules imported, no KB",
+            "load": "GravityEngine.from_dir(kb): KB JSON, vectors, lexicon, renderings",
+            "query": f"load, then {settings.memory_queries} queries with precomputed question vectors",
+        },
+    )
+    grown = workspace.grown(settings.memory_anchors)
+    folder = workspace.root / f"kb-{settings.memory_anchors}"
+    _, save_seconds = timed(lambda: AnchorStore(folder).save(grown.kb, grown.vectors))
+    anchors = grown.anchors
+    workspace.forget(settings.memory_anchors)
+    questions, vectors = workspace.questions
+    inputs = workspace.root / "memory-questions"
+    inputs.mkdir(parents=True, exist_ok=True)
+    (inputs / "questions.json").write_text(json.dumps(questions), encoding="utf-8")
+    np.save(inputs / "vectors.npy", vectors)
+    measured = {mode: measure(mode, folder, inputs, settings.memory_queries) for mode in _MODES}
+    base, load, query = (measured[m]["maxrss_mb"] for m in _MODES)
+    result.figures = {
+        "anchors": anchors,
+        "kb_disk_mb": round(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / _MB, 1),
+        "save_s": round(save_seconds, 2),
+        **measured,
+        "kb_rss_mb": round(load - base, 1),
+        "query_rss_increase_mb": round(query - load, 1),
+    }
+    result.ratios += [
+        ratio("peak RSS of the loaded KB above baseline (MB)", load - base, None),
+        ratio("KB RSS per anchor (KB)", (load - base) * 1024 / anchors, None),
+        ratio("peak RSS added by the queries (MB)", query - load, None),
+        ratio("peak Python allocations during the queries (MB)", measured["query"]["query_peak_mb"], None),
+    ]
+    return result
+
+
+def measure(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
+    """Run one measurement in a fresh subprocess and return what it printed."""
+    command = [sys.executable, "-m", "benchmarks.memory", mode, str(kb), str(inputs), str(queries)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory measurement {mode!r} failed:\n{done.stderr[-2000:]}")
+    measured: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def _worker(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
+    from gravity_core.query.engine import GravityEngine
+
+    out: dict[str, Any] = {}
+    if mode != "baseline":
+        started = time.perf_counter()
+        engine = GravityEngine.from_dir(kb)
+        out["load_s"] = round(time.perf_counter() - started, 2)
+        if mode == "query":
+            questions = json.loads((inputs / "questions.json").read_text(encoding="utf-8"))
+            vectors = np.load(inputs / "vectors.npy")
+            tracemalloc.start()
+            for number in range(queries):
+                i = number % len(questions)
+                engine.query(questions[i], query_embedding=vectors[i])
+            out["query_peak_mb"] = round(tracemalloc.get_traced_memory()[1] / _MB, 2)
+            tracemalloc.stop()
+    out["maxrss_mb"] = round(_peak_rss_kb() / 1024, 1)
+    return out
+
+
+def _peak_rss_kb() -> int:
+    """Peak resident set of this process in KB.
+
+    ``VmHWM`` belongs to the process's own address space, which ``exec`` replaces; ``ru_maxrss``
+    would also count the pages of the parent this process was forked from.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KB on Linux
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Subprocess entry point: ``python -m benchmarks.memory MODE KB_DIR INPUTS_DIR QUERIES``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("mode", choices=_MODES)
+    parser.add_argument("kb", type=Path)
+    parser.add_argument("inputs", type=Path)
+    parser.add_argument("queries", type=int)
+    args = parser.parse_args(argv)
+    sys.stdout.write(json.dumps(_worker(args.mode, args.kb, args.inputs, args.queries)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Benchmark 1: GRAVITY's query path against one host ``similarity_search`` on Chroma, at 1k/10k/100k anchors.
+
+GRAVITY side: ``GravityEngine.query(question, query_embedding=v)``: native matching, anchor
+retrieval and cosine rerank, temporal slots, the nine expansions and the formatted injection,
+with the question's vector passed in (the host computes it anyway and shares it).
+Host side: ``langchain_chroma.Chroma.similarity_search(question, k=4)`` on embedded chromadb,
+which embeds the question with the same encoder (through ``GravityEmbeddings``) inside the call.
+The host store holds as many turn rows as the KB has anchors (copies of the seed conversation's
+turns with perturbed vectors).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.common import (
+    BenchSettings,
+    Result,
+    count_model_calls,
+    latency,
+    profile_top,
+    ratio,
+    time_interleaved,
+)
+from benchmarks.prototypes import TwoStageAnchorIndex
+from benchmarks.synthetic import grow_rows
+from benchmarks.workspace import Workspace
+from gravity_core.anchor_vectors import AnchorVectors
+from gravity_core.embeddings.base import Matrix
+from gravity_core.query.engine import GravityEngine
+from gravity_core.schema import KnowledgeBase
+
+if TYPE_CHECKING:
+    from langchain_core.vectorstores import VectorStore
+
+__all__ = ["TARGETS", "run"]
+
+logger = logging.getLogger(__name__)
+
+#: Nominal KB size -> target of GRAVITY p50 / host p50.
+TARGETS = {10_000: 0.25, 100_000: 0.5}
+_HOST_K = 4
+_PROFILED_QUESTIONS = 40
+
+
+def run(settings: BenchSettings, workspace: Workspace) -> Result:
+    """Time both sides on every KB size, interleaved per question; count model calls per query."""
+    from gravity_langchain import GravityEmbeddings
+
+    result = Result(
+        name="query_overhead",
+        title="1. Query overhead: GRAVITY query path vs one Chroma similarity_search",
+        sides={
+            "gravity": "GravityEngine.query with the question's vector passed in: native matching, anchor "
+            "retrieval + rerank, temporal slots, 9 expansions, formatted injection (numpy index); "
+            "KB grown with made-up names per replica (many conversations)",
+            "gravity_same_names": "the same on a KB whose replicas keep their names (637 separate "
+            "'Caroline's at 100k): worst case of native matching, no target",
+            "gravity_two_stage": "prototype of the proposed fix (benchmarks/prototypes.py, not GRAVITY): "
+            "the same engine with a PCA-96 coarse pass + exact rescoring for kinds of 5k+ rows",
+            "host": f"langchain-chroma similarity_search(question, k={_HOST_K}) on embedded chromadb "
+            "holding as many turn rows as the KB has anchors, embedding the question with the same "
+            "MiniLM (GravityEmbeddings) inside the call",
+            "host_by_vector": "the same search given the vector (similarity_search_by_vector): "
+            "the search alone",
+        },
+    )
+    questions, vectors = workspace.questions
+    embeddings = GravityEmbeddings(workspace.embedder)
+    turn_ids, turn_texts, turn_vectors = workspace.turns
+    items = list(range(len(questions)))
+    for nominal in settings.kb_sizes:
+        grown = workspace.grown(nominal)
+        same_names = workspace.grown(nominal, rename=False)
+        engine, engine_seconds = _timed_engine(workspace, grown.kb, grown.vectors)
+        worst = workspace.engine(same_names.kb, same_names.vectors)
+        prototype_index = TwoStageAnchorIndex(grown.vectors, seed=settings.seed)
+        prototype = (
+            GravityEngine(grown.kb, prototype_index, workspace.embedder)
+            if prototype_index.applies()
+            else None
+        )
+        rows = grow_rows(
+            turn_ids, turn_texts, turn_vectors, grown.anchors, noise=settings.noise, seed=settings.seed
+        )
+        started = time.perf_counter()
+        with workspace.chroma(*rows) as collection:
+            store = collection.store(embeddings)
+            insert_seconds = time.perf_counter() - started
+            sides = _sides(engine, worst, prototype, store, questions, vectors)
+            samples = time_interleaved(sides, items, repeats=settings.query_repeats)
+            calls = count_model_calls(sides["gravity"], items)
+        figures: dict[str, Any] = {side: latency(values) for side, values in samples.items()}
+        if prototype is not None:
+            figures["two_stage_same_anchors"] = _agreement(engine, prototype, questions, vectors)
+        figures.update(
+            anchors=grown.anchors,
+            replicas=grown.replicas,
+            utterances=len(grown.kb.utterances),
+            host_rows=len(rows[0]),
+            engine_build_s=round(engine_seconds, 2),
+            host_insert_s=round(insert_seconds, 2),
+            model_calls=calls,
+        )
+        result.figures[str(nominal)] = figures
+        host = figures["host"]["p50_ms"]
+        target = TARGETS.get(nominal)
+        label = f"{grown.anchors:,} anchors"
+        p50 = figures["gravity"]["p50_ms"] / host
+        result.ratios += [
+            ratio(f"gravity/host p50 at {label}", p50, target),
+            ratio(
+                f"gravity/host p95 at {label}", figures["gravity"]["p95_ms"] / figures["host"]["p95_ms"], None
+            ),
+            ratio(
+                f"gravity(same names)/host p50 at {label}",
+                figures["gravity_same_names"]["p50_ms"] / host,
+                None,
+            ),
+            ratio(
+                f"gravity/host-search-by-vector p50 at {label}",
+                figures["gravity"]["p50_ms"] / figures["host_by_vector"]["p50_ms"],
+                None,
+                note="the search alone, without embedding the question",
+            ),
+            ratio(f"model calls per query at {label}", calls / len(items), 0),
+        ]
+        if prototype is not None:
+            result.ratios.append(
+                ratio(
+                    f"gravity(two-stage prototype)/host p50 at {label}",
+                    figures["gravity_two_stage"]["p50_ms"] / host,
+                    None,
+                    note=f"same anchors as exact on {figures['two_stage_same_anchors']:.0%} of questions",
+                )
+            )
+        if settings.profile and target is not None and p50 > target:
+            profiled = items[:_PROFILED_QUESTIONS]
+            result.profiles[f"gravity query at {label}"] = profile_top(sides["gravity"], profiled)
+            result.profiles[f"gravity query (same names) at {label}"] = profile_top(
+                sides["gravity_same_names"], profiled
+            )
+        del engine, worst, prototype, prototype_index, sides
+        workspace.forget(nominal)
+        logger.info("query overhead at %s done", label)
+    return result
+
+
+def _timed_engine(
+    workspace: Workspace, kb: KnowledgeBase, vectors: AnchorVectors
+) -> tuple[GravityEngine, float]:
+    started = time.perf_counter()
+    engine = workspace.engine(kb, vectors)
+    return engine, time.perf_counter() - started
+
+
+def _agreement(exact: GravityEngine, other: GravityEngine, questions: list[str], vectors: Matrix) -> float:
+    """Share of questions for which both engines select the same anchors in the same order."""
+    same = sum(
+        [a.id for a in exact.query(q, query_embedding=v).anchors]
+        == [a.id for a in other.query(q, query_embedding=v).anchors]
+        for q, v in zip(questions, vectors, strict=True)
+    )
+    return round(same / len(questions), 4)
+
+
+def _sides(
+    engine: GravityEngine,
+    worst: GravityEngine,
+    prototype: GravityEngine | None,
+    store: VectorStore,
+    questions: list[str],
+    vectors: Matrix,
+) -> dict[str, Callable[[int], object]]:
+    def gravity(i: int) -> object:
+        return engine.query(questions[i], query_embedding=vectors[i])
+
+    def gravity_same_names(i: int) -> object:
+        return worst.query(questions[i], query_embedding=vectors[i])
+
+    def host(i: int) -> object:
+        return store.similarity_search(questions[i], k=_HOST_K)
+
+    def host_by_vector(i: int) -> object:
+        return store.similarity_search_by_vector(vectors[i].tolist(), k=_HOST_K)
+
+    sides: dict[str, Callable[[int], object]] = {"gravity": gravity, "gravity_same_names": gravity_same_names}
+    if prototype is not None:
+
+        def gravity_two_stage(i: int) -> object:
+            return prototype.query(questions[i], query_embedding=vectors[i])
+
+        sides["gravity_two_stage"] = gravity_two_stage
+    sides.update(host=host, host_by_vector=host_by_vector)
+    return sides

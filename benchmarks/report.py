@@ -1,0 +1,43 @@
+"""The README table: one line per ratio of every result in ``results/``, with its target and verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LABELS", "ORDER", "load_results", "markdown_table"]
+
+#: Result files in the order of the issue's list, with the label of their rows.
+LABELS = {
+    "query_overhead": "1. Query overhead",
+    "fanout": "2. Expansion fan-out",
+    "build_cost": "3. Build cost",
+    "offline_build": "4. Offline build speed",
+    "incremental_add": "5. Incremental add",
+    "memory": "6. Memory",
+}
+ORDER = tuple(LABELS)
+
+
+def load_results(directory: Path) -> list[dict[str, Any]]:
+    """The result JSON files of ``directory`` that exist, in :data:`ORDER`."""
+    found = []
+    for name in ORDER:
+        path = directory / f"{name}.json"
+        if path.is_file():
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+    return found
+
+
+def markdown_table(results: list[dict[str, Any]]) -> str:
+    """A markdown table of every ratio: benchmark, measure, value, target, verdict."""
+    lines = ["| Benchmark | Measure | Value | Target | |", "|---|---|---:|---:|---|"]
+    for result in results:
+        title = LABELS.get(result["name"], result["name"])
+        for r in result["ratios"]:
+            target = "" if r["target"] is None else f"≤ {r['target']:g}"
+            verdict = {True: "met", False: "**missed**", None: ""}[r["met"]]
+            note = f" ({r['note']})" if r.get("note") else ""
+            lines.append(f"| {title} | {r['name']}{note} | {r['value']:.4g} | {target} | {verdict} |")
+    return "\n".join(lines)

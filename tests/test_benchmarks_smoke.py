@@ -1,0 +1,215 @@
+"""The benchmarks run end to end on a tiny LoCoMo file and report well-formed results (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import build_cost, build_speed, fanout, memory, query_overhead
+from benchmarks.__main__ import run_all
+from benchmarks.common import (
+    BenchSettings,
+    ModelCallCounter,
+    Result,
+    count_model_calls,
+    ratio,
+    time_interleaved,
+)
+from benchmarks.fakes import TokenMeter, fake_answer
+from benchmarks.prototypes import PrecomputedEmbedder, TwoStageAnchorIndex
+from benchmarks.report import load_results, markdown_table
+from benchmarks.synthetic import anchor_count, grow_kb, grow_rows
+from benchmarks.workspace import Workspace
+from gravity_core.embeddings.base import Matrix
+from gravity_core.embeddings.hashing import HashingEmbedder
+from gravity_core.query.index import NumpyAnchorIndex
+from gravity_core.schema import AnchorKind
+from gravity_core.testing import FakeChatModel
+
+TINY = Path(__file__).parent / "fixtures" / "locomo_tiny.json"
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    settings = BenchSettings.tiny(TINY, "demo-1")
+    return Workspace(settings, tmp_path_factory.mktemp("bench"))
+
+
+def _check(result: Result, *, sides: set[str]) -> None:
+    assert set(result.sides) >= sides
+    assert result.ratios, "a benchmark reports at least one ratio"
+    for r in result.ratios:
+        assert set(r) == {"name", "value", "target", "met", "note"}
+        assert isinstance(r["value"], float) and np.isfinite(r["value"])
+        assert r["met"] is None if r["target"] is None else r["met"] == (r["value"] <= r["target"])
+
+
+def test_query_overhead_reports_each_size_and_zero_model_calls(workspace: Workspace) -> None:
+    result = query_overhead.run(workspace.settings, workspace)
+    _check(result, sides={"gravity", "gravity_same_names", "host", "host_by_vector"})
+    assert set(result.figures) == {"50", "200"}
+    for figures in result.figures.values():
+        assert figures["model_calls"] == 0
+        assert figures["host_rows"] == figures["anchors"]
+        for side in ("gravity", "gravity_same_names", "host", "host_by_vector"):
+            assert figures[side]["n"] == workspace.settings.query_repeats * len(workspace.questions[0])
+            assert figures[side]["p50_ms"] <= figures[side]["p95_ms"]
+    calls = [r for r in result.ratios if r["name"].startswith("model calls")]
+    assert [r["value"] for r in calls] == [0.0, 0.0]
+
+
+def test_fanout_counts_two_embedding_calls_per_question(workspace: Workspace) -> None:
+    result = fanout.run(workspace.settings, workspace)
+    _check(result, sides={"retriever", "retriever_precomputed", "host"})
+    calls = result.figures["embedding_calls_per_question"]
+    assert calls["retriever"] == 2.0
+    assert calls["precomputed"] == 1.0
+    assert calls["host"] == 1.0
+
+
+def test_build_cost_counts_every_mode_and_entity_memory(workspace: Workspace) -> None:
+    result = build_cost.run(workspace.settings, workspace)
+    _check(result, sides={"gravity", "entity_memory"})
+    builds = result.figures["builds"]
+    assert set(builds) == {"modules@2", "fused@2", "modules@4", "fused@4", "ConversationEntityMemory"}
+    for batch in (2, 4):
+        assert builds[f"modules@{batch}"]["calls"] == 3 * builds[f"fused@{batch}"]["calls"]
+        assert builds[f"fused@{batch}"]["failed_batches"] == 0
+    memory_row = builds["ConversationEntityMemory"]
+    # One extraction call per turn pair, plus at least one summary call (the speaker is always named).
+    assert memory_row["calls"] > result.figures["utterances"] / 2
+    assert all(row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 for row in builds.values())
+
+
+def test_build_speed_gives_build_and_incremental_results(workspace: Workspace) -> None:
+    speed, incremental = build_speed.run(workspace.settings, workspace)
+    _check(speed, sides={"build", "encoder"})
+    _check(incremental, sides={"add", "rebuild"})
+    assert set(speed.figures["seconds_per_sample"]) == {"demo-1", "demo-2"}
+    assert incremental.figures["new_session_turns"] == {"demo-1": 2, "demo-2": 2}
+
+
+def test_memory_measures_each_mode_in_a_subprocess(workspace: Workspace) -> None:
+    result = memory.run(workspace.settings, workspace)
+    _check(result, sides={"baseline", "load", "query"})
+    assert result.figures["load"]["maxrss_mb"] > 0
+    assert result.figures["query"]["query_peak_mb"] >= 0
+    assert "load_s" in result.figures["load"] and "load_s" not in result.figures["baseline"]
+
+
+def test_run_all_writes_json_and_the_table(workspace: Workspace, tmp_path: Path) -> None:
+    run_all(workspace.settings, workspace, ["build_cost"], tmp_path)
+    written = json.loads((tmp_path / "build_cost.json").read_text(encoding="utf-8"))
+    assert written["name"] == "build_cost" and written["environment"]["cpus"]
+    table = markdown_table(load_results(tmp_path))
+    assert table.count("\n") == 1 + len(written["ratios"])
+    assert "fused calls per utterance, batch 2" in table
+
+
+def test_grown_kb_is_consistent_and_renamed(workspace: Workspace) -> None:
+    kb, vectors = workspace.seed
+    grown = grow_kb(kb, vectors, 10 * anchor_count(kb), rename=True)
+    assert grown.replicas == 10 and grown.anchors == 10 * anchor_count(kb)
+    assert len(grown.kb.utterances) == 10 * len(kb.utterances)
+    for event in grown.kb.events.values():
+        assert all(source in grown.kb.utterances for source in event.sources)
+        assert all(who in grown.kb.entities for who in event.who_ids)
+    seed_names = {e.name for e in kb.entities.values()}
+    copies = [e for e in grown.kb.entities.values() if e.id.startswith("r3/")]
+    assert copies and not {e.name for e in copies} & seed_names
+    for kind in AnchorKind:
+        assert grown.vectors.get(kind).matrix.shape[0] == len(grown.vectors.get(kind).ids)
+    same = grow_kb(kb, vectors, 3 * anchor_count(kb), rename=False)
+    assert {e.name for e in same.kb.entities.values()} == seed_names
+
+
+def test_grow_rows_copies_with_new_ids() -> None:
+    matrix = np.eye(3, dtype=np.float32)
+    ids, texts, rows = grow_rows(["a", "b", "c"], ["x", "y", "z"], matrix, 7)
+    assert ids == ["a", "b", "c", "r1/a", "r1/b", "r1/c", "r2/a"]
+    assert texts[3:] == ["x", "y", "z", "x"]
+    assert rows.shape == (7, 3)
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+
+
+def test_time_interleaved_alternates_which_side_goes_first() -> None:
+    order: list[str] = []
+    samples = time_interleaved(
+        {"a": lambda i: order.append("a"), "b": lambda i: order.append("b")}, [0, 1], repeats=1, warmup=0
+    )
+    assert order == ["a", "b", "b", "a"]
+    assert {k: len(v) for k, v in samples.items()} == {"a": 2, "b": 2}
+
+
+def test_model_call_counter_sees_a_model_call() -> None:
+    model = FakeChatModel(["ok", "ok"])
+    assert count_model_calls(lambda _: model.complete([{"role": "user", "content": "hi"}]), [0, 1]) == 2
+    with ModelCallCounter() as counter:
+        sum(range(10))
+    assert counter.calls == 0
+
+
+def test_ratio_verdict() -> None:
+    assert ratio("x", 0.3, 0.25)["met"] is False
+    assert ratio("x", 0.25, 0.25)["met"] is True
+    assert ratio("x", 9.0, None)["met"] is None
+
+
+def test_fake_answers_gravity_and_entity_memory_prompts() -> None:
+    prompt = (
+        "<CONVERSATION>\n[D1:1] (8 May 2023) Ann: I moved to Paris.\n[D1:2] (8 May 2023) Bo: Nice!\n"
+        '</CONVERSATION>\n{"title": "FusedExtraction"}'
+    )
+    answer = json.loads(fake_answer(prompt))
+    assert {e["name"] for e in answer["entities"]} == {"Ann", "Bo"}
+    assert answer["events"][0]["sources"] == ["D1:1"]
+    assert answer["topics"][0]["sources"] == ["D1:1", "D1:2"]
+    extraction = "Last line of conversation (for extraction):\nHuman: Ann: I met Carol in Rome.\n\nOutput:"
+    assert fake_answer(extraction) == "Ann, Carol, Rome"
+    meter = TokenMeter()
+    meter.gravity_model().complete([{"role": "user", "content": prompt}])
+    assert (
+        meter.calls == 1 and meter.conversation_tokens > 0 and meter.prompt_tokens > meter.conversation_tokens
+    )
+
+
+def test_two_stage_index_matches_exact_search_on_clustered_vectors(workspace: Workspace) -> None:
+    kb, vectors = workspace.seed
+    grown = grow_kb(kb, vectors, 40 * anchor_count(kb), noise=0.05)
+    exact = NumpyAnchorIndex.from_vectors(grown.vectors)
+    staged = TwoStageAnchorIndex(grown.vectors, reduced_dim=16, oversample=8, min_rows=1)
+    assert staged.applies()
+    query = grown.vectors.get(AnchorKind.EVENT).matrix[0]
+    best = exact.top(AnchorKind.EVENT, query, 5)
+    assert staged.top(AnchorKind.EVENT, query, 5)[0] == best[0]
+
+
+def test_precomputed_embedder_embeds_only_unknown_texts() -> None:
+    inner = HashingEmbedder()
+    calls: list[int] = []
+
+    class Spy:
+        name, dim = inner.name, inner.dim
+
+        def embed(self, texts: Sequence[str]) -> Matrix:
+            calls.append(len(texts))
+            return inner.embed(texts)
+
+    embedder = PrecomputedEmbedder(Spy())
+    embedder.precompute(["a b", "c d"])
+    out = embedder.embed(["c d", "e f", "a b"])
+    assert calls == [2, 1]
+    assert np.allclose(out, inner.embed(["c d", "e f", "a b"]))
+
+
+def test_published_table_is_the_committed_results() -> None:
+    """The README's table shows exactly the figures in benchmarks/results/."""
+    root = Path(__file__).resolve().parents[1]
+    results = load_results(root / "benchmarks" / "results")
+    if not results:
+        pytest.skip("no benchmark results committed")
+    assert markdown_table(results) in (root / "README.md").read_text(encoding="utf-8")
