@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from gravity_core.chroma_clients import persistent_client, require_chromadb, server_client
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import (
     AnchorStoreError,
     ConfigurationError,
     GravityError,
-    MissingDependencyError,
     ProviderError,
 )
 
@@ -44,17 +44,7 @@ _ROW_DIGEST = "digest"
 
 
 def _chromadb() -> Any:
-    try:
-        import chromadb
-    except ImportError as exc:
-        raise MissingDependencyError("chromadb", "chroma", _PURPOSE) from exc
-    return chromadb
-
-
-def _settings() -> Any:
-    from chromadb.config import Settings
-
-    return Settings(anonymized_telemetry=False)
+    return require_chromadb(_PURPOSE)
 
 
 def text_digest(text: str) -> str:
@@ -103,12 +93,7 @@ class ChromaSGMemStore:
     @classmethod
     def persistent(cls, path: str, name: str) -> ChromaSGMemStore:
         """An embedded Chroma database in the folder ``path``."""
-        chromadb = _chromadb()
-        try:
-            client = chromadb.PersistentClient(path=str(path), settings=_settings())
-        except Exception as exc:
-            raise AnchorStoreError(f"cannot open the Chroma database: {exc}", path=str(path)) from exc
-        return cls(client, name)
+        return cls(persistent_client(path, _PURPOSE), name)
 
     @classmethod
     def server(cls, host: str, port: int, name: str, *, ssl: bool = False) -> ChromaSGMemStore:
@@ -117,16 +102,7 @@ class ChromaSGMemStore:
         Raises:
             ProviderError: the server does not answer.
         """
-        chromadb = _chromadb()
-        url = f"{'https' if ssl else 'http'}://{host}:{port}"
-        try:
-            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=_settings())
-        except Exception as exc:
-            raise ProviderError(
-                f"cannot connect to the Chroma server at {url} (is `chroma run` up?): {exc}",
-                provider="chroma",
-            ) from exc
-        return cls(client, name)
+        return cls(server_client(host, port, _PURPOSE, ssl=ssl), name)
 
     @classmethod
     def from_client(cls, client: ClientAPI, name: str) -> ChromaSGMemStore:

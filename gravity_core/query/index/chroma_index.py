@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.chroma_clients import persistent_client, require_chromadb, server_client
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import (
     AnchorStoreError,
     ConfigurationError,
     GravityError,
-    MissingDependencyError,
     ProviderError,
 )
 from gravity_core.query.index.base import query_vector
@@ -50,17 +50,7 @@ _ROW_DIGEST = "digest"
 
 
 def _chromadb() -> Any:
-    try:
-        import chromadb
-    except ImportError as exc:
-        raise MissingDependencyError("chromadb", "chroma", _PURPOSE) from exc
-    return chromadb
-
-
-def _settings() -> Any:
-    from chromadb.config import Settings
-
-    return Settings(anonymized_telemetry=False)
+    return require_chromadb(_PURPOSE)
 
 
 def collection_name(kb_name: str, kind: AnchorKind) -> str:
@@ -156,12 +146,7 @@ class ChromaAnchorIndex:
     @classmethod
     def persistent(cls, path: str | Path, kb_name: str) -> ChromaAnchorIndex:
         """An embedded Chroma database in the folder ``path`` (created if missing)."""
-        chromadb = _chromadb()
-        try:
-            client = chromadb.PersistentClient(path=str(path), settings=_settings())
-        except Exception as exc:
-            raise AnchorStoreError(f"cannot open the Chroma database: {exc}", path=str(path)) from exc
-        return cls(client, kb_name)
+        return cls(persistent_client(path, _PURPOSE), kb_name)
 
     @classmethod
     def server(cls, host: str, port: int, kb_name: str, *, ssl: bool = False) -> ChromaAnchorIndex:
@@ -170,16 +155,7 @@ class ChromaAnchorIndex:
         Raises:
             ProviderError: the server does not answer; the message names the URL.
         """
-        chromadb = _chromadb()
-        url = f"{'https' if ssl else 'http'}://{host}:{port}"
-        try:
-            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=_settings())
-        except Exception as exc:
-            raise ProviderError(
-                f"cannot connect to the Chroma server at {url} (is `chroma run` up?): {exc}",
-                provider="chroma",
-            ) from exc
-        return cls(client, kb_name)
+        return cls(server_client(host, port, _PURPOSE, ssl=ssl), kb_name)
 
     @classmethod
     def from_client(cls, client: ClientAPI, kb_name: str) -> ChromaAnchorIndex:
