@@ -24,6 +24,7 @@ from gravity_core.sgmem import (
     SGMem,
     SGMemResult,
 )
+from gravity_core.sgmem.types import chunk_metadata, memory_metadata
 
 __all__ = ["SGMemRetriever", "chunk_document", "memory_document"]
 
@@ -35,17 +36,7 @@ def chunk_document(chunk: RankedChunk) -> Document:
     return Document(
         id=chunk.id,
         page_content=chunk.text,
-        metadata={
-            "source": "sgmem",
-            "kind": "chunk",
-            "granularity": chunk.granularity.value,
-            "score": chunk.score,
-            "utterance_ids": list(chunk.utterance_ids),
-            "sentence_ids": list(chunk.sentence_ids),
-            "session": chunk.session,
-            "timestamp": chunk.timestamp.isoformat(),
-            "truncated": chunk.truncated,
-        },
+        metadata=chunk_metadata(chunk),
     )
 
 
@@ -54,13 +45,7 @@ def memory_document(memory: MatchedMemory) -> Document:
     return Document(
         id=memory.id,
         page_content=memory.text,
-        metadata={
-            "source": "sgmem",
-            "kind": memory.kind.value,
-            "score": memory.score,
-            "utterance_ids": list(memory.utterance_ids),
-            "session": memory.session,
-        },
+        metadata=memory_metadata(memory),
     )
 
 

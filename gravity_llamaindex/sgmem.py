@@ -25,6 +25,7 @@ from gravity_core.sgmem import (
     SGMem,
     SGMemResult,
 )
+from gravity_core.sgmem.types import chunk_metadata, memory_metadata
 from gravity_llamaindex.embeddings import GravityEmbedding
 
 __all__ = ["SGMemRetriever", "chunk_node", "memory_node"]
@@ -48,17 +49,7 @@ def chunk_node(chunk: RankedChunk) -> NodeWithScore:
     node = TextNode(
         id_=chunk.id,
         text=chunk.text,
-        metadata={
-            "source": "sgmem",
-            "kind": "chunk",
-            "granularity": chunk.granularity.value,
-            "score": chunk.score,
-            "utterance_ids": list(chunk.utterance_ids),
-            "sentence_ids": list(chunk.sentence_ids),
-            "session": chunk.session,
-            "timestamp": chunk.timestamp.isoformat(),
-            "truncated": chunk.truncated,
-        },
+        metadata=chunk_metadata(chunk),
         excluded_llm_metadata_keys=list(_HIDDEN),
         excluded_embed_metadata_keys=list(_HIDDEN),
     )
@@ -70,13 +61,7 @@ def memory_node(memory: MatchedMemory) -> NodeWithScore:
     node = TextNode(
         id_=memory.id,
         text=memory.text,
-        metadata={
-            "source": "sgmem",
-            "kind": memory.kind.value,
-            "score": memory.score,
-            "utterance_ids": list(memory.utterance_ids),
-            "session": memory.session,
-        },
+        metadata=memory_metadata(memory),
         excluded_llm_metadata_keys=list(_HIDDEN),
         excluded_embed_metadata_keys=list(_HIDDEN),
     )

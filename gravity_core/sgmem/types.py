@@ -10,7 +10,14 @@ from gravity_core.prompts.sgmem import EXCERPTS_HEADER, MEMORIES_HEADER, render_
 from gravity_core.sgmem.config import ChunkGranularity
 from gravity_core.sgmem.memories import MemoryKind
 
-__all__ = ["MatchedMemory", "RankedChunk", "SGMemResult", "render_context"]
+__all__ = [
+    "MatchedMemory",
+    "RankedChunk",
+    "SGMemResult",
+    "chunk_metadata",
+    "memory_metadata",
+    "render_context",
+]
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,32 @@ class RankedChunk:
             "truncated": self.truncated,
             "hop": self.hop,
         }
+
+
+def chunk_metadata(chunk: RankedChunk) -> dict[str, Any]:
+    """The metadata a framework document or node of ``chunk`` carries."""
+    return {
+        "source": "sgmem",
+        "kind": "chunk",
+        "granularity": chunk.granularity.value,
+        "score": chunk.score,
+        "utterance_ids": list(chunk.utterance_ids),
+        "sentence_ids": list(chunk.sentence_ids),
+        "session": chunk.session,
+        "timestamp": chunk.timestamp.isoformat(),
+        "truncated": chunk.truncated,
+    }
+
+
+def memory_metadata(memory: MatchedMemory) -> dict[str, Any]:
+    """The metadata a framework document or node of a generated memory carries."""
+    return {
+        "source": "sgmem",
+        "kind": memory.kind.value,
+        "score": memory.score,
+        "utterance_ids": list(memory.utterance_ids),
+        "session": memory.session,
+    }
 
 
 @dataclass(frozen=True)
