@@ -12,14 +12,35 @@ from importlib.metadata import entry_points
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.llm.base import ChatModel
+from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, ConcurrencyLimiter, RetryingChatModel, RetryPolicy
 
 __all__ = ["MODEL_ENTRY_POINTS", "embedder_from_name", "load_chat_model", "load_embedder"]
 
 MODEL_ENTRY_POINTS = "gravity.models"
 
 
-def load_chat_model(spec: str) -> ChatModel:
-    """Create the chat model named by ``provider:model`` (e.g. ``openai:gpt-4o-mini``)."""
+def load_chat_model(
+    spec: str,
+    *,
+    retry: RetryPolicy | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    limiter: ConcurrencyLimiter | None = None,
+) -> ChatModel:
+    """Create the chat model named by ``provider:model`` (e.g. ``openai:gpt-4o-mini``).
+
+    The model comes wrapped in a :class:`~gravity_core.llm.retry.RetryingChatModel`: rate limits,
+    timeouts and connection errors are retried with capped, jittered exponential backoff, and a
+    request that keeps failing raises :class:`~gravity_core.errors.ProviderError` naming the model.
+
+    Args:
+        spec: ``provider:model``.
+        retry: attempts, backoff and deadline (default :class:`~gravity_core.llm.retry.RetryPolicy`).
+        max_concurrency: requests in flight at once through this model.
+        limiter: a limiter to share with other models instead (``max_concurrency`` is then unused).
+
+    Raises:
+        ConfigurationError: a malformed spec, an unknown provider or a bad setting.
+    """
     provider, sep, name = spec.partition(":")
     if not sep or not provider or not name:
         raise ConfigurationError(f"model '{spec}' is not of the form provider:model, e.g. openai:gpt-4o-mini")
@@ -27,9 +48,11 @@ def load_chat_model(spec: str) -> ChatModel:
     if provider not in found:
         known = ", ".join(sorted(found)) or "none installed"
         raise ConfigurationError(f"unknown model provider '{provider}' (known: {known})")
+    policy = retry or RetryPolicy()
+    shared = limiter or ConcurrencyLimiter(max_concurrency)
     factory = found[provider].load()
     model: ChatModel = factory(name)
-    return model
+    return RetryingChatModel(model, policy, limiter=shared)
 
 
 def load_embedder(spec: str) -> Embedder:

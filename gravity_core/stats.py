@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from gravity_core.build.builder import batch_label
 from gravity_core.schema import KnowledgeBase
 
-__all__ = ["kb_stats"]
+__all__ = ["failed_batch_rows", "kb_stats"]
 
 
 def kb_stats(kb: KnowledgeBase) -> dict[str, int]:
@@ -31,3 +34,17 @@ def kb_stats(kb: KnowledgeBase) -> dict[str, int]:
         "summaries": len(kb.summaries),
         "failed_batches": len(kb.build.failed_batches),
     }
+
+
+def failed_batch_rows(kb: KnowledgeBase) -> list[dict[str, Any]]:
+    """One row per batch recorded as failed: id (``first..last`` utterance), size, when, why, answer."""
+    return [
+        {
+            "id": batch_label(failed.utterance_ids),
+            "utterances": len(failed.utterance_ids),
+            "failed_at": failed.failed_at.isoformat(),
+            "reason": failed.reason,
+            "raw_output": failed.raw_output,
+        }
+        for failed in kb.build.failed_batches
+    ]

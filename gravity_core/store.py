@@ -9,15 +9,24 @@ Layout of a KB folder::
         vectors-entity.npy  vectors-event.npy  vectors-topic.npy  vectors-summary.npy
     cache/                   model response cache (LLM extractors)
 
-A save writes a new generation folder next to the current one, then replaces ``manifest.json``
-atomically (temp file + ``os.replace``). A reader therefore sees the old KB or the new one, never
-a mix, and a crash mid-save leaves the previous generation in force. The previous generation is
-kept so readers that loaded its manifest can finish.
+A save writes a new generation folder next to the current one (in a hidden staging folder,
+renamed into place once complete, with ``checksums.json`` listing a digest of every file), then
+replaces ``manifest.json`` atomically (temp file + ``os.replace``, folders fsynced). A reader
+therefore sees the old KB or the new one, never a mix, and a crash mid-save leaves the previous
+generation in force. The previous generation is kept: readers that read its manifest can finish
+(a reader whose generation is pruned under it reads the new manifest and starts again), and a
+damaged current generation can be rolled back to it (:meth:`AnchorStore.rollback`).
+
+A file that is missing, truncated, not of its format or whose digest does not match raises
+:class:`~gravity_core.errors.AnchorStoreError` naming the file, and saying which earlier generation
+still loads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
 import logging
 import os
@@ -42,8 +51,68 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 _GENERATION = re.compile(r"^g(\d{6})$")
-_KEEP_GENERATIONS = 2
 _PARTS = ("utterances", "entities", "events", "topics", "summaries", "build")
+CHECKSUMS = "checksums.json"
+_DIGEST = "blake2b-128"
+# A reader retries when a writer replaced (and pruned) its generation under it; more tries than
+# this means the KB is being rewritten faster than it can be read.
+_LOAD_TRIES = 5
+
+
+def _digest_bytes(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _digest_file(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _SchemaMismatch(AnchorStoreError):
+    """A manifest of another schema version: not damage, so no rollback is suggested."""
+
+
+def _manifest_problem(manifest: Any) -> str | None:
+    """What is wrong with a decoded manifest of this schema version, if anything."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("generation"), int):
+        return "not a GRAVITY manifest (no 'generation' number)"
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        return f"no schema version {SCHEMA_VERSION} in it"
+    own = manifest.get("digest")
+    if own is not None and own != _manifest_digest(manifest):
+        return "corrupt: its contents do not match its own digest"
+    if not isinstance(manifest.get("checksums"), str | None):
+        return "'checksums' is not a digest"
+    return None
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    """Digest of the manifest's canonical JSON without its own ``digest`` entry."""
+    rest = {k: v for k, v in manifest.items() if k != "digest"}
+    return _digest_bytes(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
+def _message(exc: AnchorStoreError) -> str:
+    text = str(exc)
+    prefix = f"{exc.path}: " if exc.path else ""
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -91,20 +160,178 @@ class AnchorStore:
         if self.directory.exists() and not self.directory.is_dir():
             raise AnchorStoreError("is not a folder", path=str(self.directory))
         self.directory.mkdir(parents=True, exist_ok=True)
+        previous = self._peek_generation()
         generation = max(self._generations(), default=0) + 1
         final = self.directory / f"g{generation:06d}"
         staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".g{generation:06d}."))
         try:
             self._write_generation(staging, kb, vectors)
+            _fsync_dir(staging)
             os.replace(staging, final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        _fsync_dir(self.directory)
+        self._write_manifest(generation, kb, vectors.embedder)
+        self._prune(keep={generation} if previous is None else {generation, previous})
+        logger.info("saved KB generation %d to %s", generation, self.directory)
+        return generation
+
+    def load(self, generation: int | None = None) -> LoadedKB:
+        """Read the current generation (or the one given, if it is still on disk).
+
+        A reader that races a build sees the generation of the manifest it read, whole; if the
+        build prunes that generation meanwhile, the new manifest is read and loading starts again.
+
+        Raises:
+            AnchorStoreError: the folder holds no KB, or a file is missing, corrupt or of
+                another schema version. The message names the file, and the newest earlier
+                generation that still loads (see :meth:`rollback`).
+        """
+        if generation is not None:
+            return self._load_generation(generation)
+        for _ in range(_LOAD_TRIES):
+            manifest = self._read_manifest()
+            current: int = manifest["generation"]
+            try:
+                return self._load_generation(current, manifest.get("checksums"))
+            except AnchorStoreError as exc:
+                if self._peek_generation() not in (None, current):
+                    logger.debug("KB generation %d replaced while reading it, reading again", current)
+                    continue
+                fallback = self._fallback_hint(current)
+                if fallback is None:
+                    raise
+                raise AnchorStoreError(f"{_message(exc)}; {fallback}", path=exc.path) from exc
+        raise AnchorStoreError(
+            f"the KB was rewritten {_LOAD_TRIES} times while being read", path=str(self.directory)
+        )
+
+    def generations(self) -> list[int]:
+        """Numbers of the generation folders on disk, oldest first (the current one included)."""
+        return self._generations()
+
+    def rollback(self) -> int:
+        """Make the newest generation before the current one that loads the current one again.
+
+        For a KB whose current generation is damaged (the load error names the damaged file and
+        the generation to go back to). With an unreadable manifest, the newest generation that
+        loads is chosen. The damaged generation stays on disk until later saves prune it.
+
+        Returns:
+            The generation now current.
+
+        Raises:
+            AnchorStoreError: no such generation loads.
+        """
+        current = self._peek_generation()
+        candidates = [g for g in self._generations() if current is None or g < current]
+        for generation in reversed(candidates):
+            try:
+                loaded = self._load_generation(generation)
+            except AnchorStoreError as exc:
+                logger.warning("generation %d does not load either: %s", generation, exc)
+                continue
+            self._write_manifest(generation, loaded.kb, loaded.vectors.embedder)
+            logger.warning("rolled %s back to generation %d", self.directory, generation)
+            return generation
+        raise AnchorStoreError("no earlier generation loads", path=str(self.directory))
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _read_manifest(self) -> dict[str, Any]:
+        manifest_path = self.directory / MANIFEST
+        try:
+            manifest = self._read_json(manifest_path)
+            if isinstance(manifest, dict) and manifest.get("schema_version") not in (None, SCHEMA_VERSION):
+                # Written by another GRAVITY (its digest would not be ours to check): say so plainly.
+                raise _SchemaMismatch(
+                    f"schema version {manifest['schema_version']!r}; this GRAVITY reads version "
+                    f"{SCHEMA_VERSION}",
+                    path=str(manifest_path),
+                )
+            problem = _manifest_problem(manifest)
+            if problem:
+                raise AnchorStoreError(problem, path=str(manifest_path))
+        except _SchemaMismatch:
+            raise
+        except AnchorStoreError as exc:
+            if self._generations() and manifest_path.exists():
+                hint = (
+                    f"the generation folders remain: 'gravity build -o {self.directory} --rollback' "
+                    "(AnchorStore.rollback()) writes a manifest for the newest one that loads"
+                )
+                raise AnchorStoreError(f"{_message(exc)}; {hint}", path=exc.path) from exc
+            raise
+        return dict(manifest)
+
+    def _peek_generation(self) -> int | None:
+        """The manifest's generation, or ``None`` if it cannot be read."""
+        try:
+            generation: int = self._read_manifest()["generation"]
+        except AnchorStoreError:
+            return None
+        return generation
+
+    def _fallback_hint(self, damaged: int) -> str | None:
+        for generation in reversed([g for g in self._generations() if g < damaged]):
+            try:
+                self._load_generation(generation)
+            except AnchorStoreError:
+                continue
+            return (
+                f"the previous generation g{generation:06d} is intact: "
+                f"'gravity build -o {self.directory} --rollback' (AnchorStore.rollback()) makes it current"
+            )
+        return None
+
+    def _load_generation(self, generation: int, checksums_digest: str | None = None) -> LoadedKB:
+        """Read one generation folder; ``checksums_digest`` (from the manifest) vouches for its checksums."""
+        folder = self.directory / f"g{generation:06d}"
+        if not folder.is_dir():
+            raise AnchorStoreError("generation folder missing", path=str(folder))
+        # A file whose digest does not match is reported after parsing and validation, so that a
+        # file that is not JSON, or breaks the schema, is reported with that more precise reason.
+        check = _Checks(self._read_checksums(folder, checksums_digest))
+        data: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        for part in _PARTS:
+            data[part] = self._read_json(folder / f"{part}.json", check)
+        try:
+            kb = KnowledgeBase.from_dict(data)
+        except ValidationError as exc:
+            part = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+            where = folder / f"{part}.json" if part in _PARTS else folder
+            raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(where)) from exc
+        vectors = self._read_vectors(folder, check)
+        check.raise_first()
+        return LoadedKB(kb=kb, vectors=vectors, generation=generation)
+
+    def _read_checksums(self, folder: Path, digest: str | None) -> dict[str, str] | None:
+        path = folder / CHECKSUMS
+        if digest is None and not path.exists():
+            return None  # written by a version without checksums
+        raw = self._read_bytes(path)
+        if digest is not None and _digest_bytes(raw) != digest:
+            raise AnchorStoreError(f"corrupt: does not match the digest in {MANIFEST}", path=str(path))
+        try:
+            index = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
+        files = index.get("files") if isinstance(index, dict) else None
+        if not isinstance(files, dict) or index.get("algorithm") != _DIGEST:
+            raise AnchorStoreError(f"not a {_DIGEST} checksum list", path=str(path))
+        return {str(k): str(v) for k, v in files.items()}
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _write_manifest(self, generation: int, kb: KnowledgeBase, embedder: str) -> None:
+        checksums = self.directory / f"g{generation:06d}" / CHECKSUMS
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "generation": generation,
+            "checksums": _digest_file(checksums) if checksums.exists() else None,
             "saved_at": datetime.now(UTC).isoformat(),
-            "embedder": vectors.embedder,
+            "embedder": embedder,
             "counts": {
                 "utterances": len(kb.utterances),
                 "entities": len(kb.entities),
@@ -113,39 +340,9 @@ class AnchorStore:
                 "summaries": len(kb.summaries),
             },
         }
+        manifest["digest"] = _manifest_digest(manifest)
         write_json_atomic(self.directory / MANIFEST, manifest)
-        self._prune(keep_from=generation - _KEEP_GENERATIONS + 1)
-        logger.info("saved KB generation %d to %s", generation, self.directory)
-        return generation
-
-    def load(self) -> LoadedKB:
-        """Read the current generation.
-
-        Raises:
-            AnchorStoreError: the folder holds no KB, or a file is missing, corrupt or of
-                another schema version. The message names the file.
-        """
-        manifest_path = self.directory / MANIFEST
-        manifest = self._read_json(manifest_path)
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("generation"), int):
-            raise AnchorStoreError("not a GRAVITY manifest (no 'generation' number)", path=str(manifest_path))
-        version = manifest.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise AnchorStoreError(
-                f"schema version {version!r}; this GRAVITY reads version {SCHEMA_VERSION}",
-                path=str(manifest_path),
-            )
-        generation: int = manifest["generation"]
-        folder = self.directory / f"g{generation:06d}"
-        data: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
-        for part in _PARTS:
-            data[part] = self._read_json(folder / f"{part}.json")
-        try:
-            kb = KnowledgeBase.from_dict(data)
-        except ValidationError as exc:
-            raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(folder)) from exc
-        vectors = self._read_vectors(folder)
-        return LoadedKB(kb=kb, vectors=vectors, generation=generation)
+        _fsync_dir(self.directory)
 
     def _write_generation(self, folder: Path, kb: KnowledgeBase, vectors: AnchorVectors) -> None:
         dumped = kb.to_dict()
@@ -160,17 +357,22 @@ class AnchorStore:
                 handle.flush()
                 os.fsync(handle.fileno())
         write_json_atomic(folder / "vectors.json", index)
+        digests = {p.name: _digest_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
+        write_json_atomic(folder / CHECKSUMS, {"algorithm": _DIGEST, "files": digests})
 
-    def _read_vectors(self, folder: Path) -> AnchorVectors:
-        index = self._read_json(folder / "vectors.json")
+    def _read_vectors(self, folder: Path, check: _Checks | None = None) -> AnchorVectors:
+        index = self._read_json(folder / "vectors.json", check)
         try:
             vectors = AnchorVectors(embedder=str(index["embedder"]), dim=int(index["dim"]))
             for kind in VECTOR_KINDS:
-                entry = index["kinds"][kind]
+                entry = index["kinds"].get(kind)
+                if entry is None:  # a KB from an older version; the next build adds this kind
+                    continue
                 path = folder / f"vectors-{kind}.npy"
+                raw = self._read_bytes(path, check)
                 try:
-                    matrix = np.load(path, allow_pickle=False)
-                except (OSError, ValueError) as exc:
+                    matrix = np.load(io.BytesIO(raw), allow_pickle=False)
+                except (OSError, ValueError, EOFError) as exc:
                     raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
                 if matrix.shape[0] != len(entry["ids"]):
                     raise AnchorStoreError(
@@ -188,17 +390,25 @@ class AnchorStore:
         return vectors
 
     @staticmethod
-    def _read_json(path: Path) -> Any:
+    def _read_bytes(path: Path, check: _Checks | None = None) -> bytes:
         try:
-            with open(path, encoding="utf-8") as handle:
-                return json.load(handle)
+            data = path.read_bytes()
         except FileNotFoundError as exc:
             what = "no GRAVITY KB here (manifest.json missing)" if path.name == MANIFEST else "file missing"
             raise AnchorStoreError(what, path=str(path)) from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
         except OSError as exc:
             raise AnchorStoreError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+        if check is not None:
+            check.verify(path, data)
+        return data
+
+    @classmethod
+    def _read_json(cls, path: Path, check: _Checks | None = None) -> Any:
+        data = cls._read_bytes(path, check)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
 
     def _generations(self) -> list[int]:
         if not self.directory.is_dir():
@@ -206,13 +416,43 @@ class AnchorStore:
         found = (_GENERATION.match(p.name) for p in self.directory.iterdir() if p.is_dir())
         return sorted(int(m.group(1)) for m in found if m)
 
-    def _prune(self, keep_from: int) -> None:
+    def _prune(self, keep: set[int]) -> None:
+        """Remove generations other than ``keep`` (the new one and the one it replaces)."""
         for generation in self._generations():
-            if generation < keep_from:
+            if generation not in keep:
                 shutil.rmtree(self.directory / f"g{generation:06d}", ignore_errors=True)
         for leftover in self.directory.glob(".g*"):
             if leftover.is_dir():
                 shutil.rmtree(leftover, ignore_errors=True)
+        for leftover in self.directory.glob(f".{MANIFEST}.*.tmp"):  # a save killed mid-manifest
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+class _Checks:
+    """Compares files read with the digests saved with their generation; remembers mismatches."""
+
+    def __init__(self, digests: dict[str, str] | None) -> None:
+        self.digests = digests
+        self.failures: list[AnchorStoreError] = []
+
+    def verify(self, path: Path, data: bytes) -> None:
+        if self.digests is None:  # a generation written before checksums existed
+            return
+        expected = self.digests.get(path.name)
+        if expected is None:
+            self.failures.append(AnchorStoreError(f"not listed in {CHECKSUMS}", path=str(path)))
+        elif _digest_bytes(data) != expected:
+            self.failures.append(
+                AnchorStoreError(
+                    f"corrupt: its {len(data)} bytes do not match their {_DIGEST} digest in {CHECKSUMS}",
+                    path=str(path),
+                )
+            )
+
+    def raise_first(self) -> None:
+        if self.failures:
+            raise self.failures[0]
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -1,7 +1,8 @@
 """Fakes for testing code that uses GRAVITY, without a real model or network.
 
-``FakeChatModel`` answers from a script; ``RecordedModel`` answers by matching the prompt against
-recorded keys, so a multi-batch build can be replayed from hand-written JSON.
+``FakeChatModel`` answers from a script (an exception in the script is raised, to stand for a
+provider fault); ``RecordedModel`` answers by matching the prompt against recorded keys, so a
+multi-batch build can be replayed from hand-written JSON.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class FakeChatModel:
 
     Args:
         responses: the answers, returned in order, or a function from the messages to the answer.
+            An exception in the list is raised instead (e.g. a rate-limit error, to test retries).
         model_name: the name it reports (part of cache keys).
 
     Attributes:
@@ -48,7 +50,7 @@ class FakeChatModel:
 
     def __init__(
         self,
-        responses: Sequence[str] | Callable[[Sequence[Message]], str],
+        responses: Sequence[str | BaseException] | Callable[[Sequence[Message]], str],
         model_name: str = "fake",
     ) -> None:
         self._responses = responses if callable(responses) else list(responses)
@@ -62,7 +64,7 @@ class FakeChatModel:
         return self._model_name
 
     def complete(self, messages: Sequence[Message]) -> str:
-        """The next scripted answer (or the function's answer) to ``messages``."""
+        """The next scripted answer (or the function's answer); a scripted exception is raised."""
         with self._lock:
             self.calls.append(_copy(messages))
             index = len(self.calls) - 1
@@ -73,7 +75,10 @@ class FakeChatModel:
                 f"FakeChatModel {self._model_name!r} has {len(self._responses)} scripted answer(s) "
                 f"but was asked a request #{index + 1}; last message: {_preview(messages)!r}"
             )
-        return self._responses[index]
+        answer = self._responses[index]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
 
 RecordedKey = str | tuple[str, ...]

@@ -16,6 +16,7 @@ and the engine query runs once per question (:func:`build_gravity_chain` does th
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -52,11 +53,13 @@ def format_documents(documents: Sequence[Document]) -> str:
     """The retrieved documents as one block (``""`` when there are none), one item per document.
 
     The block's tag, ``<retrieved_memories>``, is what GRAVITY's priority instruction calls "the
-    retrieved memories".
+    retrieved memories". Document text is escaped as the anchors are (``&``, ``<``, ``>``; each line
+    of a document continues its item), so a document cannot close the block or forge a tag.
     """
     items = []
     for document in documents:
-        lines = [line for line in document.page_content.strip().splitlines() if line.strip()]
+        content = document.page_content.strip()
+        lines = [html.escape(line, quote=False) for line in content.splitlines() if line.strip()]
         if lines:
             items.append("- " + "\n  ".join(lines))
     return RETRIEVED_MEMORIES.render(items)

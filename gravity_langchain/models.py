@@ -15,7 +15,7 @@ from gravity_core.errors import MissingDependencyError, ProviderError
 from gravity_core.llm.base import Message
 from gravity_langchain._errors import is_provider_fault
 
-__all__ = ["LangChainChatModel", "openai_chat_model"]
+__all__ = ["OPENAI_TIMEOUT_S", "LangChainChatModel", "openai_chat_model"]
 
 
 def _to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
@@ -85,10 +85,20 @@ class LangChainChatModel:
             raise
 
 
+#: Seconds one OpenAI request may take before it fails as a timeout (and is retried).
+OPENAI_TIMEOUT_S = 120.0
+
+
 def openai_chat_model(name: str) -> LangChainChatModel:
-    """``ChatOpenAI(model=name, temperature=0)`` wrapped for GRAVITY (needs OPENAI_API_KEY)."""
+    """``ChatOpenAI(model=name, temperature=0)`` wrapped for GRAVITY (needs OPENAI_API_KEY).
+
+    The SDK's own retries are off (``max_retries=0``) and each request times out after
+    :data:`OPENAI_TIMEOUT_S`: :func:`gravity_core.providers.load_chat_model` wraps the model in
+    :class:`~gravity_core.llm.retry.RetryingChatModel`, whose policy is then the only one.
+    """
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
         raise MissingDependencyError("langchain-openai", "openai", "The OpenAI model provider") from exc
-    return LangChainChatModel(ChatOpenAI(model=name, temperature=0), name=f"openai:{name}")
+    chat = ChatOpenAI(model=name, temperature=0, max_retries=0, timeout=OPENAI_TIMEOUT_S)
+    return LangChainChatModel(chat, name=f"openai:{name}")

@@ -15,6 +15,7 @@ import pytest
 
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.build.merge import apply_update
+from gravity_core.chroma_clients import ChromaRetry
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, MissingDependencyError, ProviderError
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
@@ -378,7 +379,7 @@ def test_chroma_sync_upserts_changed_and_deletes_removed_anchors(
     del kb.entities[removed]
     changed = next(i for i, e in kb.events.items() if "marathon" in e.what)
     kb.events[changed] = kb.events[changed].model_copy(update={"what": "baked sourdough bread at the bakery"})
-    assert vectors.refresh(kb, EMBEDDER) == 1
+    assert vectors.refresh(kb, EMBEDDER, [kind.value for kind in AnchorKind]) == 1
 
     report = index.sync(vectors)
 
@@ -493,7 +494,7 @@ def test_unreachable_server_names_its_url() -> None:
     pytest.importorskip("chromadb")
     port = _free_port()
     with pytest.raises(ProviderError, match=re.escape(f"http://127.0.0.1:{port}")):
-        ChromaAnchorIndex.server("127.0.0.1", port, "kb")
+        ChromaAnchorIndex.server("127.0.0.1", port, "kb", retry=ChromaRetry(attempts=1))
 
 
 # ----- chroma, server ---------------------------------------------------------------------------------
@@ -520,7 +521,7 @@ def test_chroma_server_going_down_gives_provider_error_with_url(
 ) -> None:
     _, vectors = kb_vectors
     server = start_chroma_server()
-    index = ChromaAnchorIndex.server(server.host, server.port, "doomed")
+    index = ChromaAnchorIndex.server(server.host, server.port, "doomed", retry=ChromaRetry(attempts=1))
     index.sync(vectors)
     query = _query(QUERIES[0])
     assert index.top(AnchorKind.EVENT, query, 1)

@@ -159,10 +159,11 @@ def test_other_schema_version_is_refused(tmp_path: Path) -> None:
 def test_vectors_refresh_embeds_only_changed_anchors() -> None:
     kb = _kb()
     vectors = AnchorVectors()
-    assert vectors.refresh(kb, EMBEDDER) == 3
-    assert vectors.refresh(kb, EMBEDDER) == 0
+    anchors = tuple(kind.value for kind in AnchorKind)
+    assert vectors.refresh(kb, EMBEDDER, anchors) == 3
+    assert vectors.refresh(kb, EMBEDDER, anchors) == 0
     kb.entities["maya"].aliases.append("May")
-    assert vectors.refresh(kb, EMBEDDER) == 1
+    assert vectors.refresh(kb, EMBEDDER, anchors) == 1
 
 
 def test_vectors_refuse_another_embedder() -> None:

@@ -1,7 +1,13 @@
-"""``gravity build INPUT -o KB_DIR``: build or extend a KB from a conversation file."""
+"""``gravity build INPUT -o KB_DIR``: build or extend a KB from a conversation file.
+
+``--retry-failed`` redoes only the batches recorded as failed; ``--rollback`` makes the previous
+generation of a damaged KB current again.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -10,10 +16,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder
+from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder, BuildReport, ProgressCallback
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.base import Extractor
+from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
 from gravity_core.loaders import load_conversation
 from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.stats import kb_stats
@@ -26,7 +33,13 @@ class ExtractorKind(StrEnum):
 
 
 def _extractor(
-    kind: ExtractorKind, model: str | None, fused: bool, store: AnchorStore, embedder: Embedder
+    kind: ExtractorKind,
+    model: str | None,
+    fused: bool,
+    store: AnchorStore,
+    embedder: Embedder,
+    retry: RetryPolicy,
+    max_concurrency: int,
 ) -> Extractor:
     if kind is ExtractorKind.OFFLINE:
         if model:
@@ -41,14 +54,24 @@ def _extractor(
     from gravity_core.extract.llm import LLMExtractor
     from gravity_core.llm.cache import ResponseCache
 
-    return LLMExtractor(load_chat_model(model), fused=fused, cache=ResponseCache(store.cache_dir))
+    chat = load_chat_model(model, retry=retry, max_concurrency=max_concurrency)
+    return LLMExtractor(
+        chat, fused=fused, cache=ResponseCache(store.cache_dir), max_concurrency=max_concurrency
+    )
+
+
+_DEFAULT_RETRY = RetryPolicy()
 
 
 def build(
-    input_path: Annotated[
-        Path, typer.Argument(metavar="INPUT", help="LoCoMo, LongMemEval or utterance JSON/JSONL.")
-    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="KB folder to create or extend.")],
+    input_path: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="INPUT",
+            help="LoCoMo, LongMemEval or utterance JSON/JSONL (optional with --retry-failed).",
+        ),
+    ] = None,
     sample: Annotated[
         str | None, typer.Option(help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id.")
     ] = None,
@@ -65,35 +88,97 @@ def build(
         int, typer.Option(min=1, help="Utterances per extractor call.")
     ] = DEFAULT_BATCH_SIZE,
     embedder: Annotated[str, typer.Option(help="minilm (offline default) or hashing[:DIM].")] = "minilm",
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed", help="Redo only the batches recorded as failed (then add INPUT's new turns)."
+        ),
+    ] = False,
+    rollback: Annotated[
+        bool,
+        typer.Option("--rollback", help="Make the previous generation of a damaged KB current, then stop."),
+    ] = False,
+    retry_attempts: Annotated[
+        int,
+        typer.Option(min=1, help="LLM: requests per call on rate limits, timeouts and connection errors."),
+    ] = _DEFAULT_RETRY.max_attempts,
+    max_concurrency: Annotated[
+        int,
+        typer.Option(min=1, help="LLM: model requests in flight at once (--modules sends them together)."),
+    ] = DEFAULT_MAX_CONCURRENCY,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Build a KB of entity, event and topic anchors; run again to add new utterances only."""
-    utterances = load_conversation(input_path, sample=sample)
     store = AnchorStore(output)
+    console = Console(stderr=True, quiet=quiet)
+    if rollback:
+        if input_path is not None or retry_failed:
+            raise ConfigurationError("--rollback takes only -o KB_DIR")
+        generation = store.rollback()
+        console.print(f"{output}: generation {generation} is current again", soft_wrap=True)
+        return
+    if input_path is None and not retry_failed:
+        raise ConfigurationError("INPUT is required (unless --retry-failed or --rollback)")
+    if retry_failed and not store.exists():
+        raise ConfigurationError(f"--retry-failed needs an existing KB; {output} holds none")
+    if retry_failed and extractor is ExtractorKind.OFFLINE:
+        built_with = store.load().kb.build.extractor
+        if built_with.startswith("llm:"):
+            model_name = built_with.removeprefix("llm:").rsplit(":", 1)[0]
+            raise ConfigurationError(
+                f"this KB was built with {built_with}: retry with --extractor llm --model {model_name}"
+            )
+    utterances = load_conversation(input_path, sample=sample) if input_path is not None else None
     anchor_embedder = load_embedder(embedder)
+    retry = RetryPolicy(max_attempts=retry_attempts)
     builder = AnchorBuilder(
-        _extractor(extractor, model, fused, store, anchor_embedder),
+        _extractor(extractor, model, fused, store, anchor_embedder, retry, max_concurrency),
         anchor_embedder,
         batch_size=batch_size,
         store=store,
     )
-    console = Console(stderr=True, quiet=quiet)
+    retried: BuildReport | None = None
+    report: BuildReport | None = None
+    with _progress_bar(console) as show:
+        if retry_failed:
+            retried = builder.retry_failed(progress=show("retrying"))
+        if utterances is not None:
+            report = builder.add(utterances, progress=show("building"))
+    counts = kb_stats(builder.kb)
+    parts: list[str] = []
+    if retried is not None:
+        parts.append(
+            f"retried {retried.batches} failed batch(es): {retried.recovered_batches} recovered, "
+            f"{retried.failed_batches} still failing"
+        )
+    if report is not None:
+        parts.append(f"+{report.added} utterances ({report.skipped} already in the KB)")
+    parts.append(f"{counts['entities']} entities, {counts['events']} events, {counts['topics']} topics")
+    if counts["failed_batches"]:
+        parts.append(f"{counts['failed_batches']} failed batch(es) in the build log")
+    console.print(f"{output}: " + ", ".join(parts), soft_wrap=True)
+    if counts["failed_batches"]:
+        console.print(
+            f"see 'gravity stats {output}'; redo them with 'gravity build -o {output} --retry-failed' "
+            "and the same --extractor/--model/--embedder",
+            soft_wrap=True,
+        )
+
+
+@contextmanager
+def _progress_bar(console: Console) -> Iterator[Callable[[str], ProgressCallback]]:
+    """``show(label)`` adds a task to one progress bar and returns the builder's callback for it."""
     columns = (
-        TextColumn("building"),
+        TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("utterances"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("build", total=None)
-        report = builder.add(
-            utterances, progress=lambda done, total: bar.update(task, completed=done, total=total)
-        )
-    counts = kb_stats(builder.kb)
-    console.print(
-        f"{output}: +{report.added} utterances ({report.skipped} already in the KB), "
-        f"{counts['entities']} entities, {counts['events']} events, {counts['topics']} topics"
-        + (f", {report.failed_batches} failed batch(es)" if report.failed_batches else ""),
-        soft_wrap=True,
-    )
+
+        def show(label: str) -> ProgressCallback:
+            task = bar.add_task(label, total=None)
+            return lambda done, total: bar.update(task, completed=done, total=total)
+
+        yield show

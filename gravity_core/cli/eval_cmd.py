@@ -27,6 +27,7 @@ from gravity_core.eval.settings import (
     parse_budgets,
 )
 from gravity_core.extract.base import Extractor
+from gravity_core.llm.retry import ConcurrencyLimiter
 from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.tokens import TokenCounter
 
@@ -209,10 +210,11 @@ def _evaluate(
     shared_embedder = load_embedder(embedder)
     grader = None
     if model:
-        answerer = load_chat_model(model)
-        grader = Grader(
-            answerer, load_chat_model(judge_model) if judge_model else None, cache_dir=folder / "llm_cache"
-        )
+        # One limiter for both models: at most --concurrency requests in flight in all.
+        limiter = ConcurrencyLimiter(concurrency)
+        answerer = load_chat_model(model, limiter=limiter)
+        judge = load_chat_model(judge_model, limiter=limiter) if judge_model else None
+        grader = Grader(answerer, judge, cache_dir=folder / "llm_cache")
     console = Console(stderr=True, quiet=quiet)
     columns = (TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:

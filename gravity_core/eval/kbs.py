@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 from pathlib import Path
 
-from gravity_core.anchor_vectors import SUMMARY_KIND
+from gravity_core.anchor_vectors import EXPANSION_KIND
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.eval.datasets import EvalSample
@@ -30,7 +31,16 @@ def kb_folder(root: str | os.PathLike[str], extractor: Extractor, sample_id: str
     The extractor's name (which includes its embedder) is part of the path, so KBs built by
     different extractors never mix.
     """
-    return Path(root) / _UNSAFE.sub("_", extractor.name) / _UNSAFE.sub("_", sample_id)
+    return Path(root) / _safe_name(extractor.name) / _safe_name(sample_id)
+
+
+def _safe_name(name: str) -> str:
+    """``name`` as one path component; names that had to change get a digest, so two never share one."""
+    cleaned = _UNSAFE.sub("_", name)
+    if cleaned == name and cleaned not in {"", ".", ".."}:
+        return cleaned
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return f"{cleaned.strip('.')}-{digest}"
 
 
 def sample_engine(
@@ -65,5 +75,5 @@ def sample_engine(
         NumpyAnchorIndex.from_vectors(builder.vectors),
         embedder,
         counter=counter,
-        summary_vectors=builder.vectors.get(SUMMARY_KIND),
+        expansion_vectors=builder.vectors.get(EXPANSION_KIND),
     )

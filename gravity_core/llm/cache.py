@@ -111,6 +111,15 @@ class ResponseCache:
             logger.warning("could not write response cache entry %s: %s", path, exc)
 
 
+    def discard(self, model_name: str, messages: Sequence[Message]) -> None:
+        """Remove the entry for this request, if any (a failure to remove is logged and ignored)."""
+        path = self.path_for(model_name, messages)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("could not remove response cache entry %s: %s", path, exc)
+
+
 class CachedModel:
     """A :class:`ChatModel` that answers from a :class:`ResponseCache` when it can.
 

@@ -52,6 +52,11 @@ def _scan(text: str) -> _Scan:
     while pos != -1:
         try:
             value, end = decoder.raw_decode(text, pos)
+        except RecursionError:
+            # Hostile or runaway nesting: every later '{' is inside it, so stop here.
+            if parse_error is None and not objects:
+                parse_error = "The JSON is nested too deeply to read."
+            break
         except json.JSONDecodeError as exc:
             if parse_error is None and not objects:
                 parse_error = _describe_decode_error(exc, text)
@@ -155,7 +160,9 @@ def call_json(
     assistant message, followed by a user message stating the error (:data:`REASK_TEMPLATE`),
     and the model is asked again, up to ``max_attempts`` requests in total. Every request goes
     through ``cache`` when one is given, re-asks included (their key covers the whole
-    conversation), so a rebuild replays the same answers. A model that implements
+    conversation), so a rebuild replays the same answers. An exchange that ends without a usable
+    answer is removed from the cache again, so asking later (e.g. ``gravity build --retry-failed``)
+    reaches the model instead of replaying the failure. A model that implements
     :class:`~gravity_core.llm.base.StructuredChatModel` is held to ``response_model`` by its own
     means (tool calling, JSON mode) through ``complete_structured``; its answer is validated the same way.
 
@@ -176,9 +183,11 @@ def call_json(
     if max_attempts < 1:
         raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
     conversation: list[Message] = list(messages)
+    asked: list[list[Message]] = []
     completion = ""
     error = ""
     for attempt in range(1, max_attempts + 1):
+        asked.append(list(conversation))
         completion = _complete(model, conversation, cache, response_model)
         try:
             return parse_json_answer(completion, response_model), completion
@@ -195,6 +204,9 @@ def call_json(
             )
             conversation.append({"role": "assistant", "content": completion})
             conversation.append({"role": "user", "content": REASK_TEMPLATE.format(error=error)})
+    if cache is not None:
+        for request in asked:
+            cache.discard(model.model_name, request)
     raise UnexpectedModelOutput(
         f"{model.model_name} did not answer with valid JSON for {response_model.__name__}: {error}",
         last_completion=completion,

@@ -12,7 +12,7 @@ import logging
 from typing import Literal, get_args
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.loaders._common import Document, PathLike, read_document
+from gravity_core.loaders._common import Document, PathLike, brief_repr, read_document
 from gravity_core.loaders.locomo import load_locomo, locomo_from_document, locomo_sample_ids
 from gravity_core.loaders.longmemeval import load_longmemeval, longmemeval_from_document
 from gravity_core.loaders.utterances import load_utterances, utterances_from_document
@@ -86,6 +86,6 @@ def load_conversation(
 
 def _no_samples_message(path: PathLike, sample: str) -> str:
     return (
-        f"sample {sample!r} was given, but {path} is a plain utterance file, which has no samples; "
+        f"sample {brief_repr(sample)} was given, but {path} is a plain utterance file, which has no samples; "
         "a sample selects a conversation of a LoCoMo or LongMemEval file"
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ __all__ = [
     "Unit",
     "Where",
     "aware_timestamp",
+    "brief_repr",
     "check_unique_ids",
     "json_type",
     "keyed_records",
@@ -50,6 +52,24 @@ _JSON_TYPES: dict[type, str] = {
 }
 
 
+_SHOWN_CHARS = 60
+
+
+def brief_repr(value: object) -> str:
+    """``repr(value)`` for a message, cut to about 60 characters: input values can be huge."""
+    text = repr(value)
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return f"{text[: _SHOWN_CHARS - 12]}…{text[-8:]} ({len(str(value))} characters)"
+
+
+def _cut(name: str | None) -> str | None:
+    """A record or field name built from input ids, cut to a readable length."""
+    if name is None or len(name) <= 2 * _SHOWN_CHARS:
+        return name
+    return f"{name[:_SHOWN_CHARS]}…{name[-_SHOWN_CHARS // 2 :]}"
+
+
 def json_type(value: object) -> str:
     """The JSON name of a value's type, for error messages ("a string", "null", ...)."""
     return _JSON_TYPES.get(type(value), type(value).__name__)
@@ -68,7 +88,24 @@ class Where:
 
     def error(self, message: str, field: str | None = None) -> InputDataError:
         """An :class:`InputDataError` located here."""
-        return InputDataError(message, path=self.path, record=self.record, field=field)
+        return InputDataError(message, path=self.path, record=_cut(self.record), field=_cut(field))
+
+    def text(self, value: str, field: str) -> str:
+        """``value`` if it is valid Unicode text, else an error naming the field.
+
+        JSON can spell a lone UTF-16 surrogate (``"\\ud800"``), which Python keeps in a ``str`` but
+        no UTF-8 file can hold: such a string would fail much later, when the KB is written.
+        """
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(value[exc.start])
+            raise self.error(
+                f"invalid Unicode: lone surrogate \\u{code:04x} at character {exc.start}; "
+                "expected text that can be written as UTF-8",
+                field=field,
+            ) from exc
+        return value
 
     def mapping(self, value: object, what: str) -> dict[str, Any]:
         """``value`` if it is a JSON object, else an error naming ``what`` was expected."""
@@ -98,8 +135,10 @@ class Where:
         value = obj[key]
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self.error(f"expected {_JSON_TYPES[kind]}, got {json_type(value)}", field=key)
-        if nonempty and isinstance(value, str) and not value.strip():
-            raise self.error("expected a non-empty string", field=key)
+        if isinstance(value, str):
+            self.text(value, key)
+            if nonempty and not value.strip():
+                raise self.error("expected a non-empty string", field=key)
         return value
 
     def require(self, obj: dict[str, Any], key: str, kind: type[_T], *, nonempty: bool = False) -> _T:
@@ -141,24 +180,32 @@ class Document:
 def _read_text(path: PathLike) -> tuple[str, str]:
     shown = os.fspath(path)
     file = Path(path)
-    if not file.exists():
-        raise InputDataError("no such file", path=shown)
-    if file.is_dir():
-        raise InputDataError("is a directory; expected a conversation file (.json or .jsonl)", path=shown)
     try:
+        if not file.exists():
+            raise InputDataError("no such file", path=shown)
+        if file.is_dir():
+            raise InputDataError("is a directory; expected a conversation file (.json or .jsonl)", path=shown)
         data = file.read_bytes()
-    except OSError as exc:
-        raise InputDataError(f"cannot read the file: {exc.strerror or exc}", path=shown) from exc
+    except InputDataError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputDataError(f"cannot read the file: {reason}", path=shown) from exc
+    # UTF-8 (with or without a BOM) is expected; UTF-16 and UTF-32, as some Windows tools write
+    # JSON, are recognised by their BOM or their zero bytes, as json.loads does for bytes.
+    encoding = json.detect_encoding(data)
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
+        named = "UTF-8" if encoding in ("utf-8", "utf-8-sig") else encoding.upper()
         raise InputDataError(
-            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} cannot be decoded; "
+            f"not {named} text: byte 0x{data[exc.start]:02x} at offset {exc.start} cannot be decoded; "
             "expected a UTF-8 encoded JSON file",
             path=shown,
             record=f"line {line}",
         ) from exc
+    text = text.removeprefix("\ufeff")
     if not text.strip():
         raise InputDataError("the file is empty; expected JSON or JSON Lines content", path=shown)
     return shown, text
@@ -173,14 +220,41 @@ def _syntax_error(shown: str, exc: json.JSONDecodeError, line: int | None = None
     )
 
 
+def _loads(shown: str, text: str, line: int | None = None) -> Any:
+    """``json.loads``, its failures as :class:`InputDataError` (syntax errors are left to the caller)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError as exc:
+        raise InputDataError(
+            f"JSON nested too deeply (more than about {sys.getrecursionlimit()} levels); "
+            "expected utterance records",
+            path=shown,
+            record=f"line {line}" if line is not None else None,
+        ) from exc
+    except ValueError as exc:  # an integer of more than 4300 digits ('...; use sys.set_int_max_str_digits()')
+        raise InputDataError(
+            f"unreadable JSON value: {str(exc).split(';')[0]}",
+            path=shown,
+            record=f"line {line}" if line is not None else None,
+        ) from exc
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines. Only ``\\n`` ends a JSON Lines record: ``str.splitlines`` would also split
+    at U+2028, U+0085 and others, which JSON strings may hold unescaped."""
+    return text.split("\n")
+
+
 def _parse_jsonl(shown: str, text: str) -> Document:
     values: list[Any] = []
     lines: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
-            values.append(json.loads(line))
+            values.append(_loads(shown, line, number))
         except json.JSONDecodeError as exc:
             raise _syntax_error(shown, exc, line=number) from exc
         lines.append(number)
@@ -205,15 +279,15 @@ def read_document(path: PathLike) -> Document:
     """
     shown, text = _read_text(path)
     try:
-        value = json.loads(text)
+        value = _loads(shown, text)
     except json.JSONDecodeError as exc:
         # Several objects one after another: JSON Lines. A '[' document with trailing junk is
         # a broken JSON file, and its own error position is the useful one.
         if exc.msg == "Extra data" and text.lstrip().startswith("{"):
             return _parse_jsonl(shown, text)
         raise _syntax_error(shown, exc) from exc
-    if isinstance(value, dict) and len([line for line in text.splitlines() if line.strip()]) == 1:
-        first = next(i for i, line in enumerate(text.splitlines(), start=1) if line.strip())
+    if isinstance(value, dict) and len([line for line in _lines(text) if line.strip()]) == 1:
+        first = next(i for i, line in enumerate(_lines(text), start=1) if line.strip())
         return Document(shown, [value], (first,))
     return Document(shown, value)
 
@@ -247,12 +321,26 @@ def aware_timestamp(value: object, where: Where, field: str, expected: str = _TI
         raise where.error(f"expected {expected}, got {json_type(value)}", field=field)
     parsed = parse_timestamp(value)
     if parsed is None:
-        raise where.error(f"cannot read {value!r} as a timestamp; expected {expected}", field=field)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        raise where.error(f"cannot read {brief_repr(value)} as a timestamp; expected {expected}", field=field)
+    aware = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    try:
+        aware.astimezone(UTC)  # '0001-01-01T00:00+05:00' is a valid datetime with no UTC equivalent
+    except OverflowError as exc:
+        raise where.error(
+            f"{brief_repr(value)} is out of the representable range (years 1-9999 in UTC)", field=field
+        ) from exc
+    return aware
 
 
 def make_utterance(where: Where, **fields: Any) -> Utterance:
     """Build an :class:`Utterance`, turning a validation failure into an :class:`InputDataError`."""
+    for name, value in fields.items():
+        if isinstance(value, str):
+            where.text(value, name)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, str):
+                    where.text(item, f"{name}[{index}]")
     try:
         return Utterance(**fields)
     except ValidationError as exc:
@@ -271,8 +359,9 @@ def check_unique_ids(utterances: Iterable[tuple[Where, Utterance]], field: str =
     seen: dict[str, Where] = {}
     for where, utterance in utterances:
         if utterance.id in seen:
+            first = _cut(seen[utterance.id].record)
             raise where.error(
-                f"duplicate utterance id {utterance.id!r} (already used by {seen[utterance.id].record}); "
+                f"duplicate utterance id {brief_repr(utterance.id)} (already used by {first}); "
                 "expected unique ids",
                 field=field,
             )
@@ -281,10 +370,10 @@ def check_unique_ids(utterances: Iterable[tuple[Where, Utterance]], field: str =
 
 def unknown_id_message(kind: str, wanted: str, available: Sequence[str], shown: int = 20) -> str:
     """'no sample 'x' in this file; available: a, b, c' with the list cut after ``shown`` ids."""
-    listed = ", ".join(available[:shown])
+    listed = ", ".join(_cut(name) or "" for name in available[:shown])
     if len(available) > shown:
         listed += f", ... ({len(available) - shown} more)"
-    return f"no {kind} {wanted!r} in this file; available: {listed or '(none)'}"
+    return f"no {kind} {brief_repr(wanted)} in this file; available: {listed or '(none)'}"
 
 
 Unit = tuple[str, dict[str, Any], "Where"]
@@ -312,7 +401,8 @@ def keyed_records(document: Document, *, what: str, id_field: str) -> list[Unit]
         record_id = where.require(data, id_field, str, nonempty=True)
         if record_id in seen:
             raise where.error(
-                f"duplicate {id_field.replace('_', ' ')} {record_id!r}; expected unique ids", field=id_field
+                f"duplicate {id_field.replace('_', ' ')} {brief_repr(record_id)}; expected unique ids",
+                field=id_field,
             )
         seen.add(record_id)
         records.append((record_id, data, Where(document.path, record_id)))

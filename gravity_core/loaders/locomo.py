@@ -33,7 +33,7 @@ __all__ = ["load_locomo", "locomo_from_document", "locomo_sample_ids"]
 
 logger = logging.getLogger(__name__)
 
-_SESSION_KEY = re.compile(r"session_(\d+)")
+_SESSION_KEY = re.compile(r"session_([0-9]+)")
 _DATE_EXAMPLE = "1:56 pm on 8 May, 2023"
 
 
@@ -82,6 +82,12 @@ def locomo_from_document(document: Document, sample: str | None = None) -> list[
     )
 
 
+def _number_key(digits: str) -> tuple[int, str]:
+    """Sorts digit strings by value without ``int()``, which refuses more than 4300 digits."""
+    significant = digits.lstrip("0")
+    return len(significant), significant
+
+
 def _samples(document: Document) -> list[Unit]:
     return keyed_records(document, what="LoCoMo sample", id_field="sample_id")
 
@@ -89,7 +95,7 @@ def _samples(document: Document) -> list[Unit]:
 def _sample_utterances(sample: dict[str, Any], where: Where, *, prefix: str) -> list[Utterance]:
     sample_id = where.record
     conversation = where.require(sample, "conversation", dict)
-    sessions: list[tuple[datetime, int, str, list[Any]]] = []
+    sessions: list[tuple[datetime, tuple[int, str], str, list[Any]]] = []
     for key, turns in conversation.items():
         match = _SESSION_KEY.fullmatch(key)
         if match is None:
@@ -105,7 +111,7 @@ def _sample_utterances(sample: dict[str, Any], where: Where, *, prefix: str) -> 
         stamp = aware_timestamp(
             conversation[date_key], session_where, date_key, expected=f"a date like {_DATE_EXAMPLE!r}"
         )
-        sessions.append((stamp, int(match.group(1)), key, turns))
+        sessions.append((stamp, _number_key(match.group(1)), key, turns))
     if not sessions:
         raise where.error("no sessions; expected keys 'session_1', 'session_2', ...", field="conversation")
     sessions.sort(key=lambda session: (session[0], session[1]))

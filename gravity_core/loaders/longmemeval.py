@@ -18,6 +18,7 @@ from gravity_core.loaders._common import (
     Unit,
     Where,
     aware_timestamp,
+    brief_repr,
     check_unique_ids,
     json_type,
     keyed_records,
@@ -96,6 +97,7 @@ def _instance_utterances(instance: dict[str, Any], where: Where, *, prefix: str)
                 f"expected a non-empty string, got {json_type(session_id)}",
                 field=f"haystack_session_ids[{index}]",
             )
+        where.text(session_id, f"haystack_session_ids[{index}]")
         stamp = aware_timestamp(date_value, where, f"haystack_dates[{index}]", expected=_LME_DATE_FORMS)
         if not isinstance(turns, list):
             raise where.error(
@@ -103,8 +105,8 @@ def _instance_utterances(instance: dict[str, Any], where: Where, *, prefix: str)
             )
         if session_id in first_index:
             raise where.error(
-                f"session id {session_id!r} is listed twice (also at index {first_index[session_id]}); "
-                "expected unique session ids",
+                f"session id {brief_repr(session_id)} is listed twice "
+                f"(also at index {first_index[session_id]}); expected unique session ids",
                 field=f"haystack_session_ids[{index}]",
             )
         first_index[session_id] = index
@@ -118,7 +120,9 @@ def _instance_utterances(instance: dict[str, Any], where: Where, *, prefix: str)
             turn = turn_where.mapping(raw, "a turn")
             role = turn_where.require(turn, "role", str)
             if role not in _ROLES:
-                raise turn_where.error(f"expected 'user' or 'assistant', got {role!r}", field="role")
+                raise turn_where.error(
+                    f"expected 'user' or 'assistant', got {brief_repr(role)}", field="role"
+                )
             utterance = make_utterance(
                 turn_where,
                 id=f"{prefix}{session_id}:{number}",

@@ -79,6 +79,7 @@ def utterances_from_document(document: Document) -> list[Utterance]:
                 raise where.error(
                     f"expected a string, got {json_type(attachment)}", field=f"attachments[{index}]"
                 )
+            where.text(attachment, f"attachments[{index}]")
         if "timestamp" not in record:
             raise where.error(
                 "missing required field (expected a date or datetime string)", field="timestamp"

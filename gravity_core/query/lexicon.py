@@ -22,6 +22,7 @@ Keywords are the content words of :func:`gravity_core.extract.offline.keywords.c
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import re
@@ -502,7 +503,8 @@ class AnchorLexicon:
 
     def _fuzzy(self, word: str) -> tuple[str, float] | None:
         """The name word closest to ``word`` (difflib ratio >= cutoff), cached per lexicon."""
-        if word in self._fuzzy_cache:
+        # One lookup, not `in` then `[]`: another thread may clear the cache in between.
+        with contextlib.suppress(KeyError):
             return self._fuzzy_cache[word]
         grams = _bigrams(word)
         shared: Counter[str] = Counter()

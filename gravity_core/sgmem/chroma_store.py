@@ -9,16 +9,24 @@ answers the vector search that seeds the graph walk, so several processes can sh
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from gravity_core.chroma_clients import persistent_client, require_chromadb, server_client
+from gravity_core.chroma_clients import (
+    ChromaRetry,
+    is_transient,
+    persistent_client,
+    require_chromadb,
+    server_client,
+    server_url,
+)
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import (
     AnchorStoreError,
@@ -35,6 +43,7 @@ __all__ = ["ChromaSGMemStore", "StoreKind", "text_digest"]
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 StoreKind = Literal["sentence", "memory"]
 _KINDS: tuple[StoreKind, ...] = ("sentence", "memory")
 _PURPOSE = "The Chroma store of SGMem"
@@ -68,23 +77,30 @@ class ChromaSGMemStore:
 
     Build one with :meth:`persistent`, :meth:`server` or :meth:`from_client`, and pass it to
     :class:`~gravity_core.sgmem.SGMem` (``store=``); SGMem syncs it after every change and on load.
+    A server that stops answering is retried (``retry``) before a ProviderError naming its URL.
 
     Args:
         client: a ``chromadb`` client (Persistent, Ephemeral or Http).
         name: names the collections.
+        retry: how a Chroma server that does not answer is retried (default ``ChromaRetry()``).
 
     Raises:
         MissingDependencyError: ``chromadb`` is not installed.
     """
 
-    def __init__(self, client: ClientAPI, name: str) -> None:
+    def __init__(self, client: ClientAPI, name: str, *, retry: ChromaRetry | None = None) -> None:
         self._client = client
         self._name = name
+        self._retry = retry or ChromaRetry()
         self._names = {kind: _collection_name(name, kind) for kind in _KINDS}
         self._collections: dict[StoreKind, Collection] = {}
         settings = client.get_settings()
         if str(settings.chroma_api_impl).endswith("FastAPI"):
-            self._where = f"http://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
+            self._where = server_url(
+                str(settings.chroma_server_host),
+                int(settings.chroma_server_http_port or 0),
+                ssl=bool(settings.chroma_server_ssl_enabled),
+            )
             self._remote = True
         else:
             self._where = str(settings.persist_directory) if settings.is_persistent else "in-memory"
@@ -96,19 +112,25 @@ class ChromaSGMemStore:
         return cls(persistent_client(path, _PURPOSE), name)
 
     @classmethod
-    def server(cls, host: str, port: int, name: str, *, ssl: bool = False) -> ChromaSGMemStore:
+    def server(
+        cls, host: str, port: int, name: str, *, ssl: bool = False, retry: ChromaRetry | None = None
+    ) -> ChromaSGMemStore:
         """A Chroma server at ``host:port``.
 
         Raises:
-            ProviderError: the server does not answer.
+            ConfigurationError: ``host`` is empty or ``port`` is not a TCP port.
+            ProviderError: the server does not answer after the retries; the message names the URL.
         """
-        return cls(server_client(host, port, _PURPOSE, ssl=ssl), name)
+        policy = retry or ChromaRetry()
+        return cls(server_client(host, port, _PURPOSE, ssl=ssl, retry=policy), name, retry=policy)
 
     @classmethod
-    def from_client(cls, client: ClientAPI, name: str) -> ChromaSGMemStore:
+    def from_client(
+        cls, client: ClientAPI, name: str, *, retry: ChromaRetry | None = None
+    ) -> ChromaSGMemStore:
         """Wrap an existing ``chromadb`` client."""
         _chromadb()
-        return cls(client, name)
+        return cls(client, name, retry=retry)
 
     def collection_name(self, kind: StoreKind) -> str:
         """Name of the collection of ``kind``."""
@@ -119,8 +141,7 @@ class ChromaSGMemStore:
         collection = self._collections.get(kind)
         if collection is None:
             return 0
-        with self._guard(f"count {collection.name}"):
-            return int(collection.count())
+        return self._call(f"count {collection.name}", lambda: int(collection.count()))
 
     def sync(
         self, kind: StoreKind, ids: Sequence[str], matrix: Matrix, texts: Sequence[str], embedder: str
@@ -131,20 +152,17 @@ class ChromaSGMemStore:
             Rows written or deleted.
         """
         name = self._names[kind]
-        with self._guard(f"open collection {name}"):
-            collection = self._client.get_or_create_collection(
-                name, metadata={"hnsw:space": "cosine", _EMBEDDER: embedder}, embedding_function=None
-            )
+        metadata = {"hnsw:space": "cosine", _EMBEDDER: embedder}
+        open_collection = partial(
+            self._client.get_or_create_collection, name, metadata=metadata, embedding_function=None
+        )
+        collection = self._call(f"open collection {name}", open_collection)
         if (collection.metadata or {}).get(_EMBEDDER) != embedder:
             logger.info("chroma collection %s was made by another embedder: rebuilding it", name)
-            with self._guard(f"recreate collection {name}"):
-                self._client.delete_collection(name)
-                collection = self._client.create_collection(
-                    name, metadata={"hnsw:space": "cosine", _EMBEDDER: embedder}, embedding_function=None
-                )
+            self._call(f"delete collection {name}", partial(self._delete_collection, name))
+            collection = self._call(f"recreate collection {name}", open_collection)
         self._collections[kind] = collection
-        with self._guard(f"read {name}"):
-            stored = collection.get(include=["metadatas"])
+        stored = self._call(f"read {name}", partial(collection.get, include=["metadatas"]))
         have = {
             i: (m or {}).get(_ROW_DIGEST)
             for i, m in zip(stored["ids"], stored["metadatas"] or [], strict=True)
@@ -153,20 +171,23 @@ class ChromaSGMemStore:
         changed = [n for n, (i, d) in enumerate(zip(ids, digests, strict=True)) if have.get(i) != d]
         wanted = set(ids)
         gone = [i for i in have if i not in wanted]
-        with self._guard("read the maximum batch size"):
-            batch = max(1, int(self._client.get_max_batch_size()))
+        batch = max(1, int(self._call("read the maximum batch size", self._client.get_max_batch_size)))
         rows = np.ascontiguousarray(matrix, dtype=np.float32)
+        # Upserts and deletes are idempotent: a retried batch, or the next sync after a failed one,
+        # brings the collection to exactly these rows.
         for start in range(0, len(changed), batch):
             part = changed[start : start + batch]
-            with self._guard(f"upsert into {name}"):
-                collection.upsert(
+            self._call(
+                f"upsert into {name}",
+                partial(
+                    collection.upsert,
                     ids=[ids[n] for n in part],
                     embeddings=rows[part],
                     metadatas=[{_ROW_DIGEST: digests[n]} for n in part],
-                )
+                ),
+            )
         for start in range(0, len(gone), batch):
-            with self._guard(f"delete from {name}"):
-                collection.delete(ids=gone[start : start + batch])
+            self._call(f"delete from {name}", partial(collection.delete, ids=gone[start : start + batch]))
         return len(changed) + len(gone)
 
     def top(self, kind: StoreKind, query: Matrix, limit: int) -> list[tuple[str, float]]:
@@ -174,29 +195,46 @@ class ChromaSGMemStore:
         collection = self._collections.get(kind)
         if collection is None or limit <= 0:
             return []
-        with self._guard(f"query {collection.name}"):
+        vector = np.asarray(query, dtype=np.float32).reshape(1, -1)
+
+        def search() -> Any:
             count = int(collection.count())
             if count == 0:
-                return []
-            result = collection.query(
-                query_embeddings=np.asarray(query, dtype=np.float32).reshape(1, -1),
-                n_results=min(limit, count),
-                include=["distances"],
+                return None
+            return collection.query(
+                query_embeddings=vector, n_results=min(limit, count), include=["distances"]
             )
+
+        result = self._call(f"query {collection.name}", search)
+        if result is None:
+            return []
         distances = result["distances"][0] if result["distances"] else []
         pairs = [(str(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], distances, strict=True)]
         return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
-    @contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
+    def _delete_collection(self, name: str) -> None:
+        from chromadb.errors import NotFoundError
+
+        with contextlib.suppress(NotFoundError):  # gone already: a retry after a lost answer
+            self._client.delete_collection(name)
+
+    def _call(self, what: str, request: Callable[[], _T]) -> _T:
+        """``request()``, retried while the server does not answer; failures become GravityErrors."""
         try:
-            yield
+            if self._remote:
+                return self._retry.call(request, what=f"{what} at {self._where}")
+            return request()
         except GravityError:
             raise
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"
             if self._remote:
+                tries = (
+                    f" after {self._retry.attempts} attempts"
+                    if is_transient(exc) and self._retry.attempts > 1
+                    else ""
+                )
                 raise ProviderError(
-                    f"Chroma server at {self._where} failed to {what}: {detail}", provider="chroma"
+                    f"Chroma server at {self._where} failed to {what}{tries}: {detail}", provider="chroma"
                 ) from exc
             raise AnchorStoreError(f"Chroma failed to {what}: {detail}", path=self._where) from exc

@@ -124,6 +124,8 @@ class SGMem:
         self.memory_generator = MemoryGenerator(memory_model, cache=memory_cache) if memory_model else None
         self.store = store
         self._lock = threading.RLock()
+        # True from the start of a store sync until it completes: a failed sync is redone later.
+        self._store_stale = False
         if state is not None and (embedder.name != state.embedder or embedder.dim != state.dim):
             raise ConfigurationError(
                 f"the SGMem index was embedded with '{state.embedder}' ({state.dim} dims), "
@@ -231,6 +233,7 @@ class SGMem:
             Whatever the embedder raises (e.g. ProviderError); the index is then left as it was.
         """
         with self._lock:
+            self._resync_if_stale()
             state = self._state
             units = state.units
             fresh: list[Utterance] = []
@@ -371,8 +374,17 @@ class SGMem:
             made += len(memories)
         return made, failed
 
+    def _resync_if_stale(self) -> None:
+        """Finish a store sync that failed earlier (e.g. the Chroma server was down)."""
+        if self.store is not None and self._store_stale:
+            with self._lock:
+                if self._store_stale:
+                    logger.info("SGMem: syncing the store again after an earlier failure")
+                    self._sync_store()
+
     def _sync_store(self) -> None:
         assert self.store is not None
+        self._store_stale = True
         state = self._state
         self.store.sync(
             "sentence",
@@ -388,6 +400,7 @@ class SGMem:
             [m.text for m in state.memories],
             state.embedder,
         )
+        self._store_stale = False
 
     # -- retrieval ----------------------------------------------------------------------------
 
@@ -583,6 +596,7 @@ class SGMem:
             memory_scores = row_dots(state.vectors["memory"], vector)
             memory_hits = top_indices(memory_scores, memory_limit)
         else:
+            self._resync_if_stale()
             units = state.units
             seeds = []
             # Chroma picks the seeds; their scores are the same in-process cosines as without it.

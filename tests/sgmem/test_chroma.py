@@ -112,3 +112,35 @@ def test_chroma_server(
     assert [c.id for c in memory.retrieve(QUESTIONS[1]).chunks][:5] == [
         c.id for c in reference.retrieve(QUESTIONS[1]).chunks
     ][:5]
+
+
+def test_a_failed_store_sync_is_redone_by_the_next_add_or_retrieve(
+    hashing: HashingEmbedder, sample: list[Utterance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gravity_core.errors import ProviderError
+
+    store = ephemeral_store()
+    memory = SGMem(hashing, store=store)
+    first_session = [u for u in sample if u.session == sample[0].session]
+    memory.add(first_session)
+    real_sync = ChromaSGMemStore.sync
+
+    def server_down(*args: object, **kwargs: object) -> int:
+        raise ProviderError("failed to upsert", provider="Chroma server at http://127.0.0.1:1")
+
+    monkeypatch.setattr(ChromaSGMemStore, "sync", server_down)
+    with pytest.raises(ProviderError):
+        memory.add(sample)  # the index takes the turns; the store does not
+    monkeypatch.setattr(ChromaSGMemStore, "sync", real_sync)
+    assert store.count("sentence") < len(memory.units.sentences)
+
+    assert memory.add(sample).added == 0  # nothing new, yet the store is brought up to date
+    assert store.count("sentence") == len(memory.units.sentences)
+
+    monkeypatch.setattr(ChromaSGMemStore, "sync", server_down)
+    more = [sample[-1].model_copy(update={"id": "extra-1", "text": "One more sentence here."})]
+    with pytest.raises(ProviderError):
+        memory.add(more)
+    monkeypatch.setattr(ChromaSGMemStore, "sync", real_sync)
+    memory.retrieve(QUESTIONS[0])  # a retrieval redoes it too
+    assert store.count("sentence") == len(memory.units.sentences)

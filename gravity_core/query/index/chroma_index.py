@@ -8,19 +8,26 @@ collections, writing only rows whose text digest changed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
-from gravity_core.chroma_clients import persistent_client, require_chromadb, server_client
+from gravity_core.chroma_clients import (
+    ChromaRetry,
+    is_transient,
+    persistent_client,
+    require_chromadb,
+    server_client,
+)
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import (
     AnchorStoreError,
@@ -39,6 +46,7 @@ __all__ = ["ChromaAnchorIndex", "SyncReport", "collection_name"]
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 _PURPOSE = "The Chroma anchor index"
 _NAME_MAX = 512
 _UNSAFE = re.compile(r"[^a-zA-Z0-9._-]+")
@@ -120,9 +128,14 @@ class ChromaAnchorIndex:
         index.top(AnchorKind.EVENT, query_vector, 5)
         ```
 
+    A server that stops answering is retried (``retry``, see
+    :class:`~gravity_core.chroma_clients.ChromaRetry`) before a :class:`ProviderError` naming its URL.
+    A sync cut short leaves the collections marked out of date, so the next sync completes them.
+
     Args:
         client: a ``chromadb`` client.
         kb_name: names the KB's collections (see :func:`collection_name`).
+        retry: how a Chroma server that does not answer is retried (default ``ChromaRetry()``).
 
     Raises:
         MissingDependencyError: ``chromadb`` is not installed.
@@ -130,9 +143,10 @@ class ChromaAnchorIndex:
         AnchorStoreError: a local Chroma database cannot be read.
     """
 
-    def __init__(self, client: ClientAPI, kb_name: str) -> None:
+    def __init__(self, client: ClientAPI, kb_name: str, *, retry: ChromaRetry | None = None) -> None:
         self._client = client
         self._kb_name = kb_name
+        self._retry = retry or ChromaRetry()
         self._names = {kind: collection_name(kb_name, kind) for kind in AnchorKind}
         self._url, self._path = _location(client)
         self._collections: dict[AnchorKind, Collection] = {}
@@ -149,19 +163,25 @@ class ChromaAnchorIndex:
         return cls(persistent_client(path, _PURPOSE), kb_name)
 
     @classmethod
-    def server(cls, host: str, port: int, kb_name: str, *, ssl: bool = False) -> ChromaAnchorIndex:
+    def server(
+        cls, host: str, port: int, kb_name: str, *, ssl: bool = False, retry: ChromaRetry | None = None
+    ) -> ChromaAnchorIndex:
         """A Chroma server (``chroma run``) at ``host:port``.
 
         Raises:
-            ProviderError: the server does not answer; the message names the URL.
+            ConfigurationError: ``host`` is empty or ``port`` is not a TCP port.
+            ProviderError: the server does not answer after the retries; the message names the URL.
         """
-        return cls(server_client(host, port, _PURPOSE, ssl=ssl), kb_name)
+        policy = retry or ChromaRetry()
+        return cls(server_client(host, port, _PURPOSE, ssl=ssl, retry=policy), kb_name, retry=policy)
 
     @classmethod
-    def from_client(cls, client: ClientAPI, kb_name: str) -> ChromaAnchorIndex:
+    def from_client(
+        cls, client: ClientAPI, kb_name: str, *, retry: ChromaRetry | None = None
+    ) -> ChromaAnchorIndex:
         """Wrap an existing ``chromadb`` client (Persistent, Ephemeral or Http)."""
         _chromadb()
-        return cls(client, kb_name)
+        return cls(client, kb_name, retry=retry)
 
     @property
     def embedder(self) -> str:
@@ -189,8 +209,7 @@ class ChromaAnchorIndex:
             ConfigurationError: the index was never synced.
         """
         collection = self._collection(kind)
-        with self._guard(f"count {collection.name}"):
-            return int(collection.count())
+        return self._call(f"count {collection.name}", lambda: int(collection.count()))
 
     def sync(self, vectors: AnchorVectors, *, batch_size: int = 1000) -> SyncReport:
         """Make the collections mirror ``vectors``.
@@ -214,8 +233,8 @@ class ChromaAnchorIndex:
         """
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-        with self._guard("read the maximum batch size"):
-            batch = max(1, min(batch_size, int(self._client.get_max_batch_size())))
+        limit = self._call("read the maximum batch size", self._client.get_max_batch_size)
+        batch = max(1, min(batch_size, int(limit)))
         upserted = deleted = 0
         recreated: list[AnchorKind] = []
         for kind in AnchorKind:
@@ -241,10 +260,15 @@ class ChromaAnchorIndex:
             return []
         wanted = limit + 1
         while True:
-            with self._guard(f"query {collection.name}"):
-                result = collection.query(
-                    query_embeddings=vector[np.newaxis], n_results=wanted, include=["distances"]
-                )
+            result = self._call(
+                f"query {collection.name}",
+                partial(
+                    collection.query,
+                    query_embeddings=vector[np.newaxis],
+                    n_results=wanted,
+                    include=["distances"],
+                ),
+            )
             ids = list(result["ids"][0])
             distances = result["distances"]
             scores = [1.0 - float(d) for d in (distances[0] if distances else [])]
@@ -267,8 +291,9 @@ class ChromaAnchorIndex:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        with self._guard(f"get from {collection.name}"):
-            result = collection.get(ids=wanted, include=["embeddings"])
+        result = self._call(
+            f"get from {collection.name}", lambda: collection.get(ids=wanted, include=["embeddings"])
+        )
         found = list(result["ids"])
         if not found:
             return {}
@@ -287,24 +312,25 @@ class ChromaAnchorIndex:
         rebuilt = False
         if collection is not None and _embedder_of(collection) != (vectors.embedder, vectors.dim):
             logger.info("chroma collection %s was made by another embedder: rebuilding it", name)
-            with self._guard(f"delete collection {name}"):
-                self._client.delete_collection(name)
+            self._call(f"delete collection {name}", lambda: self._delete_collection(name))
             self._collections.pop(kind, None)
             collection, rebuilt = None, True
         if collection is None:
-            with self._guard(f"create collection {name}"):
-                collection = self._client.create_collection(
+            # get_or_create: a retry after a lost answer finds the collection the first try made.
+            collection = self._call(
+                f"create collection {name}",
+                lambda: self._client.get_or_create_collection(
                     name,
                     metadata={"hnsw:space": "cosine", _EMBEDDER: vectors.embedder, _DIM: vectors.dim},
                     embedding_function=None,
-                )
+                ),
+            )
             self._collections[kind] = collection
-        with self._guard(f"count {name}"):
-            stored_count = int(collection.count())
+        current = collection
+        stored_count = self._call(f"count {name}", lambda: int(current.count()))
         if (collection.metadata or {}).get(_KB_DIGEST) == digest and stored_count == len(rows.ids):
             return 0, 0, rebuilt
-        with self._guard(f"read {name}"):
-            stored = collection.get(include=["metadatas"])
+        stored = self._call(f"read {name}", lambda: current.get(include=["metadatas"]))
         stored_digest = {
             anchor_id: (meta or {}).get(_ROW_DIGEST)
             for anchor_id, meta in zip(stored["ids"], stored["metadatas"] or [], strict=True)
@@ -317,20 +343,34 @@ class ChromaAnchorIndex:
         present = set(rows.ids)
         gone = [a for a in stored_digest if a not in present]
         matrix = np.ascontiguousarray(rows.matrix, dtype=np.float32)
+        # Upserts and deletes are idempotent, so a retried batch is safe. The KB digest is written
+        # last: a sync cut short leaves it stale, and the next sync reads the rows and completes them.
         for start in range(0, len(changed), batch):
             part = changed[start : start + batch]
-            with self._guard(f"upsert into {name}"):
-                collection.upsert(
+            self._call(
+                f"upsert into {name}",
+                partial(
+                    current.upsert,
                     ids=[rows.ids[n] for n in part],
                     embeddings=matrix[part],
                     metadatas=[{_ROW_DIGEST: rows.digests[n]} for n in part],
-                )
+                ),
+            )
         for start in range(0, len(gone), batch):
-            with self._guard(f"delete from {name}"):
-                collection.delete(ids=gone[start : start + batch])
-        with self._guard(f"update metadata of {name}"):
-            collection.modify(metadata={_EMBEDDER: vectors.embedder, _DIM: vectors.dim, _KB_DIGEST: digest})
+            self._call(f"delete from {name}", partial(current.delete, ids=gone[start : start + batch]))
+        self._call(
+            f"update metadata of {name}",
+            lambda: current.modify(
+                metadata={_EMBEDDER: vectors.embedder, _DIM: vectors.dim, _KB_DIGEST: digest}
+            ),
+        )
         return len(changed), len(gone), rebuilt
+
+    def _delete_collection(self, name: str) -> None:
+        from chromadb.errors import NotFoundError
+
+        with contextlib.suppress(NotFoundError):  # gone already: a retry after a lost answer
+            self._client.delete_collection(name)
 
     def _fetch(self, kind: AnchorKind) -> Collection | None:
         """The collection of ``kind`` (cached), or None when it does not exist."""
@@ -340,7 +380,9 @@ class ChromaAnchorIndex:
 
         name = self._names[kind]
         try:
-            collection = self._client.get_collection(name, embedding_function=None)
+            collection = self._retried(
+                lambda: self._client.get_collection(name, embedding_function=None), f"open collection {name}"
+            )
         except NotFoundError:
             return None
         except Exception as exc:
@@ -357,11 +399,16 @@ class ChromaAnchorIndex:
             )
         return collection
 
-    @contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
-        """Re-raise a Chroma or transport failure inside the block as :meth:`_failure`."""
+    def _retried(self, request: Callable[[], _T], what: str) -> _T:
+        """``request()``, retried while a Chroma server does not answer (a local database is not retried)."""
+        if not self._url:
+            return request()
+        return self._retry.call(request, what=f"{what} at {self._url}")
+
+    def _call(self, what: str, request: Callable[[], _T]) -> _T:
+        """``request()`` with retries; a Chroma or transport failure becomes :meth:`_failure`."""
         try:
-            yield
+            return self._retried(request, what)
         except GravityError:
             raise
         except Exception as exc:
@@ -371,8 +418,13 @@ class ChromaAnchorIndex:
         """ProviderError naming the URL for a server, AnchorStoreError naming the folder for a local DB."""
         detail = f"{type(exc).__name__}: {exc}"
         if self._url:
+            tries = (
+                f" after {self._retry.attempts} attempts"
+                if is_transient(exc) and self._retry.attempts > 1
+                else ""
+            )
             return ProviderError(
-                f"Chroma server at {self._url} failed to {what}: {detail}", provider="chroma"
+                f"Chroma server at {self._url} failed to {what}{tries}: {detail}", provider="chroma"
             )
         return AnchorStoreError(f"Chroma failed to {what}: {detail}", path=self._path)
 
