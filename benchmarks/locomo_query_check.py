@@ -2,8 +2,9 @@
 
 Usage: python benchmarks/locomo_query_check.py KB_DIR LOCOMO_JSON SAMPLE_ID
 
-Prints, for categories 1-4: how many questions get all three blocks, the number of expansions, how many use the
-reserved temporal slots, and the per-query time of the query path with the question embedding precomputed.
+Prints, for categories 1-4: how many questions get all three blocks, the number of expansions, how
+many use the reserved temporal slots, and the per-query time of the query path with the question
+embedding precomputed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def main(kb_dir: str, locomo: str, sample_id: str) -> None:
     started = time.perf_counter()
     for question, vector in zip(questions, vectors, strict=True):
         context = engine.query(question, query_embedding=vector)
-        filled[sum(bool(b) for b in (context.blocks.topics, context.blocks.entities, context.blocks.events))] += 1
+        blocks = context.blocks
+        filled[sum(bool(b) for b in (blocks.topics, blocks.entities, blocks.events))] += 1
         expansions.append(len(context.expansions))
         temporal += any(a.reason == "temporal" for a in context.anchors)
     per_query = (time.perf_counter() - started) / len(questions)

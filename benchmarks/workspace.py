@@ -14,7 +14,7 @@ import numpy as np
 
 from benchmarks.common import BenchSettings, load_questions, make_embedder
 from benchmarks.synthetic import GrownKB, grow_kb
-from gravity_core.anchor_vectors import AnchorVectors
+from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.extract.offline import OfflineExtractor
@@ -123,7 +123,12 @@ class Workspace:
         self, kb: KnowledgeBase, vectors: AnchorVectors, embedder: Embedder | None = None
     ) -> GravityEngine:
         """An engine over ``kb`` with the in-process numpy index (all per-KB structures built here)."""
-        return GravityEngine(kb, NumpyAnchorIndex.from_vectors(vectors), embedder or self.embedder)
+        return GravityEngine(
+            kb,
+            NumpyAnchorIndex.from_vectors(vectors),
+            embedder or self.embedder,
+            expansion_vectors=vectors.get(EXPANSION_KIND),
+        )
 
     @contextlib.contextmanager
     def chroma(self, ids: Sequence[str], texts: Sequence[str], vectors: Matrix) -> Iterator[HostCollection]:

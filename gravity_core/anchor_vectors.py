@@ -1,10 +1,15 @@
-"""Embeddings of each anchor's compact text, computed at build time and stored beside the KB."""
+"""Vectors stored beside the KB, computed at build time.
+
+Each anchor's compact text (reranking), the anchors' likely expanded queries (so the host search
+need not embed them at query time) and each turn's text (so an incremental build never embeds a
+turn twice). The '+Sum' baseline's batch summaries are embedded on demand by the engine.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,22 +19,73 @@ from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import AnchorKind, KnowledgeBase
 
-__all__ = ["SUMMARY_KIND", "VECTOR_KINDS", "AnchorVectors", "KindVectors", "anchor_texts"]
+__all__ = [
+    "ANCHOR_KINDS",
+    "EXPANSIONS_PER_ANCHOR",
+    "EXPANSION_KIND",
+    "SUMMARY_KIND",
+    "TURN_KIND",
+    "VECTOR_KINDS",
+    "AnchorVectors",
+    "KindVectors",
+    "anchor_texts",
+    "expansion_key",
+    "summary_vectors",
+]
 
 logger = logging.getLogger(__name__)
 
 
-#: Vectors are kept for the three anchor kinds and for the batch summaries of the '+Sum' baseline.
 SUMMARY_KIND = "summary"
-VECTOR_KINDS: tuple[str, ...] = (*(k.value for k in AnchorKind), SUMMARY_KIND)
+#: Rows are expanded queries, keyed by :func:`expansion_key`.
+EXPANSION_KIND = "expansion"
+#: Rows are utterances, keyed by id; embedded text: :meth:`Utterance.full_text`.
+TURN_KIND = "turn"
+#: The kinds a KB folder stores (older KBs may lack the last two).
+VECTOR_KINDS: tuple[str, ...] = (*(k.value for k in AnchorKind), EXPANSION_KIND, TURN_KIND)
+#: What :meth:`AnchorVectors.refresh` brings up to date unless told otherwise (turns are kept only
+#: for extractors that read them).
+ANCHOR_KINDS: tuple[str, ...] = (*(k.value for k in AnchorKind), EXPANSION_KIND)
+
+#: Expanded queries embedded per anchor at build time. A query's round robin takes about three per
+#: module from the best few anchors, so nearly all are an anchor's first or second; the rest are
+#: embedded at query time.
+EXPANSIONS_PER_ANCHOR = 2
+
+
+def expansion_key(text: str) -> str:
+    """Identity of an expanded query (case and spacing ignored), the row id of its vector."""
+    return " ".join(text.casefold().split())
+
+
+def _expansion_texts(kb: KnowledgeBase) -> dict[str, str]:
+    from gravity_core.query.expansion import entity_expansions, event_expansions, topic_expansions
+
+    texts: dict[str, str] = {}
+    per_anchor = EXPANSIONS_PER_ANCHOR
+    for group in (
+        (entity_expansions(a, per_anchor) for a in kb.entities.values()),
+        (event_expansions(a, per_anchor) for a in kb.events.values()),
+        (topic_expansions(a, per_anchor) for a in kb.topics.values()),
+    ):
+        for expansions in group:
+            for text in expansions:
+                texts.setdefault(expansion_key(text), text)
+    return texts
 
 
 def anchor_texts(kb: KnowledgeBase, kind: str) -> dict[str, str]:
-    """Compact text of every anchor of ``kind`` (an AnchorKind or ``"summary"``), by id, in KB order."""
+    """Text to embed of every row of ``kind`` (an AnchorKind or one of the other kinds), by id.
+
+    Anchors give their compact text, in KB order; expansions their first
+    :data:`EXPANSIONS_PER_ANCHOR` queries per anchor; turns their full text.
+    """
     render: Mapping[str, Callable[[KnowledgeBase], dict[str, str]]] = {
         AnchorKind.ENTITY: lambda k: {i: entity_text(a) for i, a in k.entities.items()},
         AnchorKind.EVENT: lambda k: {i: event_text(a) for i, a in k.events.items()},
         AnchorKind.TOPIC: lambda k: {i: topic_text(a) for i, a in k.topics.items()},
+        EXPANSION_KIND: _expansion_texts,
+        TURN_KIND: lambda k: {i: u.full_text() for i, u in k.utterances.items()},
         SUMMARY_KIND: lambda k: {i: s.text for i, s in k.summaries.items()},
     }
     return render[kind](kb)
@@ -64,8 +120,24 @@ class AnchorVectors:
         """Vectors of one kind (empty when none were computed)."""
         return self.kinds.get(kind, KindVectors(matrix=np.zeros((0, self.dim), dtype=np.float32)))
 
-    def refresh(self, kb: KnowledgeBase, embedder: Embedder) -> int:
-        """Bring the vectors in line with the KB, embedding only anchors whose text changed.
+    def refresh(
+        self,
+        kb: KnowledgeBase,
+        embedder: Embedder,
+        kinds: Sequence[str] = ANCHOR_KINDS,
+        extra: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> int:
+        """Bring the vectors in line with the KB, embedding only rows whose text changed.
+
+        All stale rows of all ``kinds`` are embedded in one call, so the encoder sees large,
+        length-sorted batches.
+
+        Args:
+            kb: the KB.
+            embedder: the KB's embedder.
+            kinds: which kinds to bring up to date.
+            extra: more rows (id -> text) per kind, kept beside the KB's own, e.g. the turns of
+                a build not yet merged.
 
         Returns:
             The number of texts embedded.
@@ -80,25 +152,48 @@ class AnchorVectors:
             )
             raise ConfigurationError(msg)
         self.embedder, self.dim = embedder.name, embedder.dim
-        embedded = 0
-        for kind in VECTOR_KINDS:
+        pending: list[tuple[KindVectors, list[int], list[str]]] = []
+        for kind in kinds:
             texts = anchor_texts(kb, kind)
+            for row_id, text in (extra or {}).get(kind, {}).items():
+                texts.setdefault(row_id, text)
             old = self.get(kind)
             old_rows = old.row_of()
             ids = list(texts)
             digests = [_digest(texts[i]) for i in ids]
             stale = [
                 n
-                for n, (anchor_id, digest) in enumerate(zip(ids, digests, strict=True))
-                if anchor_id not in old_rows or old.digests[old_rows[anchor_id]] != digest
+                for n, (row_id, digest) in enumerate(zip(ids, digests, strict=True))
+                if row_id not in old_rows or old.digests[old_rows[row_id]] != digest
             ]
             matrix = np.zeros((len(ids), embedder.dim), dtype=np.float32)
-            for n, anchor_id in enumerate(ids):
-                if anchor_id in old_rows:
-                    matrix[n] = old.matrix[old_rows[anchor_id]]
-            if stale:
-                matrix[stale] = embedder.embed([texts[ids[n]] for n in stale])
-            embedded += len(stale)
-            self.kinds[kind] = KindVectors(ids=ids, digests=digests, matrix=matrix)
-        logger.debug("anchor vectors refreshed: %d texts embedded", embedded)
-        return embedded
+            for n, row_id in enumerate(ids):
+                if row_id in old_rows:
+                    matrix[n] = old.matrix[old_rows[row_id]]
+            fresh = KindVectors(ids=ids, digests=digests, matrix=matrix)
+            self.kinds[kind] = fresh
+            pending.append((fresh, stale, [texts[ids[n]] for n in stale]))
+        to_embed = [text for _, _, stale_texts in pending for text in stale_texts]
+        if to_embed:
+            embedded = np.asarray(embedder.embed(to_embed), dtype=np.float32)
+            start = 0
+            for vectors, stale, stale_texts in pending:
+                vectors.matrix[stale] = embedded[start : start + len(stale_texts)]
+                start += len(stale_texts)
+        logger.debug("vectors refreshed: %d texts embedded", len(to_embed))
+        return len(to_embed)
+
+    def by_text(self, kind: str, texts: Mapping[str, str]) -> dict[str, np.ndarray]:
+        """Text -> stored vector, for the rows of ``kind`` whose id is in ``texts`` (id -> text)."""
+        vectors = self.get(kind)
+        return {texts[row_id]: vectors.matrix[n] for n, row_id in enumerate(vectors.ids) if row_id in texts}
+
+
+def summary_vectors(kb: KnowledgeBase, embedder: Embedder) -> KindVectors:
+    """Vectors of the KB's batch summaries (the '+Sum' baseline), embedded now in one call."""
+    texts = anchor_texts(kb, SUMMARY_KIND)
+    ids = list(texts)
+    matrix = np.zeros((0, embedder.dim), dtype=np.float32)
+    if ids:
+        matrix = np.asarray(embedder.embed([texts[i] for i in ids]), dtype=np.float32)
+    return KindVectors(ids=ids, digests=[_digest(texts[i]) for i in ids], matrix=matrix)

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
@@ -24,6 +25,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
+from gravity_langchain.batched_search import can_search_many, search_many_by_vector
 from gravity_langchain.embeddings import shares_embedder
 from gravity_langchain.fusion import reciprocal_rank_fusion
 from gravity_langchain.query_cache import GravityQueryCache
@@ -62,8 +64,11 @@ class GravityRetriever(BaseRetriever):
     With a vector store, the queries are embedded with the store's embeddings in one
     ``embed_documents`` call and searched by vector (concurrently in ``ainvoke``). When the store's
     embeddings are the engine's embedder (:func:`~gravity_langchain.embeddings.shares_embedder`),
-    the question is embedded once and that vector also serves the engine. With a retriever, the
-    queries go through ``retriever.batch`` (``ainvoke`` concurrently), with this run's callbacks.
+    the question is embedded once and that vector also serves the engine, and expansions whose
+    vectors the build stored are not embedded at all. A ``langchain_chroma.Chroma`` store gets all
+    of a question's vectors in one ``query`` request (filters via ``search_kwargs["filter"]``).
+    With a retriever, the queries go through ``retriever.batch`` (``ainvoke`` concurrently), with
+    this run's callbacks.
 
     Attributes:
         engine: the GRAVITY engine over the KB.
@@ -145,9 +150,13 @@ class GravityRetriever(BaseRetriever):
         context, vectors = self._embedded_queries(query, embeddings)
         self._emit(context, run_manager)
         queries = [query, *context.expansions]
-        lists = [
-            self._search_by_vector(store, v, q, fetch, search) for q, v in zip(queries, vectors, strict=True)
-        ]
+        if can_search_many(store, search):
+            lists = search_many_by_vector(store, vectors, fetch, search)
+        else:
+            lists = [
+                self._search_by_vector(store, v, q, fetch, search)
+                for q, v in zip(queries, vectors, strict=True)
+            ]
         return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
 
     def _embedded_queries(
@@ -156,7 +165,10 @@ class GravityRetriever(BaseRetriever):
         if shares_embedder(embeddings, self.engine.embedder):
             question_vector = embeddings.embed_query(query)
             context = self._context(query, question_vector)
-            return context, [question_vector, *self._embed(embeddings, context.expansions)]
+            known = self.engine.known_expansion_vectors(context.expansions)
+            missing = [text for text, v in zip(context.expansions, known, strict=True) if v is None]
+            fresh = self._embed(embeddings, missing)
+            return context, [question_vector, *_fill(known, fresh)]
         context = self._context(query, None)
         return context, self._embed(embeddings, [query, *context.expansions])
 
@@ -223,6 +235,9 @@ class GravityRetriever(BaseRetriever):
         context, vectors = await self._aembedded_queries(query, embeddings)
         await self._aemit(context, run_manager)
         queries = [query, *context.expansions]
+        if can_search_many(store, search):
+            lists = await asyncio.to_thread(search_many_by_vector, store, vectors, fetch, search)
+            return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
         lists = await asyncio.gather(
             *(
                 self._asearch_by_vector(store, v, q, fetch, search)
@@ -237,7 +252,10 @@ class GravityRetriever(BaseRetriever):
         if shares_embedder(embeddings, self.engine.embedder):
             question_vector = await embeddings.aembed_query(query)
             context = await self._acontext(query, question_vector)
-            return context, [question_vector, *await self._aembed(embeddings, context.expansions)]
+            known = self.engine.known_expansion_vectors(context.expansions)
+            missing = [text for text, v in zip(context.expansions, known, strict=True) if v is None]
+            fresh = await self._aembed(embeddings, missing)
+            return context, [question_vector, *_fill(known, fresh)]
         context = await self._acontext(query, None)
         return context, await self._aembed(embeddings, [query, *context.expansions])
 
@@ -283,3 +301,9 @@ class GravityRetriever(BaseRetriever):
 
     def _search_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {**self.search_kwargs, **kwargs}
+
+
+def _fill(known: Sequence[np.ndarray | None], fresh: Sequence[list[float]]) -> list[list[float]]:
+    """The known vectors, with the gaps filled in order from ``fresh``."""
+    supply = iter(fresh)
+    return [next(supply) if vector is None else vector.tolist() for vector in known]

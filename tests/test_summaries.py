@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from gravity_core.anchor_vectors import SUMMARY_KIND, AnchorVectors
+import numpy as np
+
+from gravity_core.anchor_vectors import SUMMARY_KIND, AnchorVectors, summary_vectors
 from gravity_core.build.merge import apply_update
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.llm import LLMExtractor
@@ -62,12 +64,16 @@ def test_llm_summary_is_asked_once_per_batch_and_attributed() -> None:
     assert summary.sources == ["s1:2", "s1:4"] and "Bristol" in summary.text
 
 
-def test_summaries_merge_and_get_vectors() -> None:
+def test_summaries_merge_and_get_vectors_on_demand() -> None:
     kb = KnowledgeBase()
     utts = batch()
     apply_update(kb, AnchorUpdate(summaries=summarize_batch(utts)), utts)
     [record] = kb.summaries.values()
     assert record.id == "sm-000001" and record.date == utts[1].timestamp
-    vectors = AnchorVectors()
-    vectors.refresh(kb, HashingEmbedder(dim=32))
-    assert vectors.get(SUMMARY_KIND).ids == ["sm-000001"]
+    embedder = HashingEmbedder(dim=32)
+    stored = AnchorVectors()
+    stored.refresh(kb, embedder)
+    assert SUMMARY_KIND not in stored.kinds  # the build does not embed them
+    vectors = summary_vectors(kb, embedder)
+    assert vectors.ids == ["sm-000001"]
+    assert np.allclose(vectors.matrix[0], embedder.embed([record.text])[0])

@@ -83,7 +83,8 @@ CASES: list[tuple[str, date, str, str, Granularity]] = [
     ("Saturday night", LOCOMO, "2023-05-06", "2023-05-06", D),
     # months
     ("in May", LOCOMO, "2023-05-01", "2023-05-31", M),
-    ("in June", LOCOMO, "2022-06-01", "2022-06-30", M),  # latest June not after the reference month
+    ("in June", LOCOMO, "2023-06-01", "2023-06-30", M),  # no tense cue: the nearer June (next month)
+    ("in March", LOCOMO, "2023-03-01", "2023-03-31", M),  # ... here the one two months back
     ("last May", LOCOMO, "2022-05-01", "2022-05-31", M),
     ("last May", date(2023, 8, 10), "2023-05-01", "2023-05-31", M),
     ("this May", LOCOMO, "2023-05-01", "2023-05-31", M),
@@ -92,7 +93,7 @@ CASES: list[tuple[str, date, str, str, Granularity]] = [
     ("October, 2023", LOCOMO, "2023-10-01", "2023-10-31", M),
     ("early May", LOCOMO, "2023-05-01", "2023-05-10", R),
     ("mid-May", LOCOMO, "2023-05-11", "2023-05-21", R),
-    ("the last week of June", LOCOMO, "2022-06-24", "2022-06-30", R),
+    ("the last week of June", LOCOMO, "2023-06-24", "2023-06-30", R),  # the nearer June
     ("first weekend of August 2023", LOCOMO, "2023-08-05", "2023-08-06", R),
     # explicit dates
     ("8 May 2023", LOCOMO, "2023-05-08", "2023-05-08", D),
@@ -103,7 +104,7 @@ CASES: list[tuple[str, date, str, str, Granularity]] = [
     ("24 April, 2023", LOCOMO, "2023-04-24", "2023-04-24", D),
     ("2023-05-08", LOCOMO, "2023-05-08", "2023-05-08", D),
     ("5/8/2023", LOCOMO, "2023-05-08", "2023-05-08", D),
-    ("May 20th", LOCOMO, "2022-05-20", "2022-05-20", D),  # no year: latest one not after the reference
+    ("May 20th", LOCOMO, "2023-05-20", "2023-05-20", D),  # no year, no tense cue: the nearer one
     ("on the 3rd", LOCOMO, "2023-05-03", "2023-05-03", D),
     # years and decades
     ("2019", LOCOMO, "2019-01-01", "2019-12-31", Y),
@@ -431,7 +432,8 @@ def test_find_skips_ordinals_that_are_not_dates(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("I start at the new hospital on the 2nd of April.", date(2024, 4, 2)),  # no tense cue: the nearer one
+        # no tense cue: the nearer one
+        ("I start at the new hospital on the 2nd of April.", date(2024, 4, 2)),
         ("My birthday is on 8 May.", date(2024, 5, 8)),
         ("I ran a race on 2 April.", date(2023, 4, 2)),  # irregular past verb
         ("We met on May 8th.", date(2023, 5, 8)),

@@ -7,21 +7,37 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gravity_core.anchor_vectors import AnchorVectors
+from gravity_core.anchor_vectors import ANCHOR_KINDS, TURN_KIND, AnchorVectors
 from gravity_core.build.merge import apply_update
 from gravity_core.embeddings.base import Embedder
-from gravity_core.errors import ConfigurationError, InputDataError, UnexpectedModelOutput
-from gravity_core.extract.base import Extractor
-from gravity_core.schema import FailedBatch, KnowledgeBase, Utterance
+from gravity_core.errors import (
+    AnchorStoreError,
+    ConfigurationError,
+    InputDataError,
+    ProviderError,
+    UnexpectedModelOutput,
+)
+from gravity_core.extract.base import Extractor, TurnVectorReader
+from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
 from gravity_core.store import AnchorStore
 
-__all__ = ["DEFAULT_BATCH_SIZE", "AnchorBuilder", "BuildReport", "plan_batches"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "MAX_RAW_OUTPUT_CHARS",
+    "AnchorBuilder",
+    "BuildReport",
+    "batch_label",
+    "plan_batches",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Utterances per extractor call. A LoCoMo session (about 20-35 turns) fits in one batch, so the
 #: fused LLM extractor makes roughly one call per session (well under 0.05 calls per utterance).
 DEFAULT_BATCH_SIZE = 40
+
+#: How much of a failed batch's last answer the build log keeps (a runaway answer can be megabytes).
+MAX_RAW_OUTPUT_CHARS = 20_000
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -34,9 +50,24 @@ class BuildReport:
     skipped: int = 0
     batches: int = 0
     failed_batches: int = 0
+    recovered_batches: int = 0
     dropped_observations: int = 0
     embedded: int = 0
     new_events: list[str] = field(default_factory=list)
+
+
+def batch_label(utterance_ids: Sequence[str]) -> str:
+    """How a batch is named in logs and ``gravity stats``: ``first..last`` utterance id."""
+    if not utterance_ids:
+        return "(empty)"
+    first, last = utterance_ids[0], utterance_ids[-1]
+    return first if first == last else f"{first}..{last}"
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_RAW_OUTPUT_CHARS:
+        return text
+    return text[:MAX_RAW_OUTPUT_CHARS] + f"\n[... {len(text) - MAX_RAW_OUTPUT_CHARS} more characters cut]"
 
 
 def plan_batches(utterances: Sequence[Utterance], batch_size: int) -> list[list[Utterance]]:
@@ -56,7 +87,13 @@ class AnchorBuilder:
     Utterances already in the KB are skipped, so adding the same conversation twice changes
     nothing. With a store, the KB is saved every ``checkpoint_every`` batches and at the end, so an
     interrupted build resumes from its last checkpoint (and, for LLM extractors, replays earlier
-    answers from the response cache).
+    answers from the response cache). When the model's provider fails for good
+    (:class:`~gravity_core.errors.ProviderError`), the batches done so far are saved before the
+    error is raised.
+
+    A batch whose model output stays invalid after the re-asks is recorded in
+    ``kb.build.failed_batches`` (reason and raw answer) and the build goes on; its utterances are
+    kept in the KB, so a plain rerun skips them and :meth:`retry_failed` redoes them.
 
     Args:
         extractor: what turns a batch into observations.
@@ -84,11 +121,15 @@ class AnchorBuilder:
         self.batch_size = batch_size
         self.store = store
         self.checkpoint_every = checkpoint_every
+        # Turn vectors are kept only for an extractor that reads them (the offline one does).
+        reads_turns = isinstance(extractor, TurnVectorReader) and extractor.turn_embedder == embedder.name
+        self._kinds = (*ANCHOR_KINDS, TURN_KIND) if reads_turns else ANCHOR_KINDS
+        self._pending_turns: dict[str, str] = {}
         if store is not None and store.exists():
             loaded = store.load()
             self.kb, self.vectors = loaded.kb, loaded.vectors
         else:
-            self.kb, self.vectors = KnowledgeBase(), AnchorVectors()
+            self.kb, self.vectors = KnowledgeBase(), AnchorVectors(embedder=embedder.name, dim=embedder.dim)
         if self.vectors.embedder and self.vectors.embedder != embedder.name:
             msg = (
                 f"this KB was embedded with '{self.vectors.embedder}'; "
@@ -106,11 +147,16 @@ class AnchorBuilder:
         self.kb.build.extractor = self.extractor.name
         self.kb.build.embedder = self.embedder.name
         self.kb.build.batch_size = self.batch_size
+        self._embed_turns(fresh, report)
         done = 0
         if progress:
             progress(0, len(fresh))
         for number, batch in enumerate(batches, start=1):
-            self._run_batch(batch, report)
+            try:
+                self._run_batch(batch, report)
+            except ProviderError:
+                self._save_before_raising(number, report)
+                raise
             done += len(batch)
             if progress:
                 progress(done, len(fresh))
@@ -119,16 +165,79 @@ class AnchorBuilder:
         if self.store is not None and (batches or not self.store.exists()):
             self.save(report)
         elif batches:
-            report.embedded += self.vectors.refresh(self.kb, self.embedder)
+            report.embedded += self._refresh()
+        self._pending_turns = {}
+        return report
+
+    def retry_failed(self, *, progress: ProgressCallback | None = None) -> BuildReport:
+        """Extract again the batches recorded as failed, and only those.
+
+        A batch that succeeds now is merged and leaves ``kb.build.failed_batches``; one that fails
+        again keeps its place there with the new reason and answer. Saved like :meth:`add`.
+
+        Returns:
+            ``batches`` retried, ``recovered_batches``, and ``failed_batches`` still failing.
+
+        Raises:
+            AnchorStoreError: a failed batch names an utterance the KB does not hold.
+            ProviderError: the model's provider failed (the batches redone so far are saved).
+        """
+        report = BuildReport()
+        pending = list(self.kb.build.failed_batches)
+        total = sum(len(f.utterance_ids) for f in pending)
+        self.kb.build.extractor = self.extractor.name
+        done = 0
+        if progress:
+            progress(0, total)
+        for number, failed in enumerate(pending, start=1):
+            batch = self._utterances_of(failed)
+            report.batches += 1
+            try:
+                outcome = self._extract(batch, report)
+            except ProviderError:
+                self._save_before_raising(number, report)
+                raise
+            position = next(i for i, f in enumerate(self.kb.build.failed_batches) if f is failed)
+            if isinstance(outcome, FailedBatch):
+                self.kb.build.failed_batches[position] = outcome
+                report.failed_batches += 1
+            else:
+                del self.kb.build.failed_batches[position]
+                self._merge(outcome, batch, report)
+                report.recovered_batches += 1
+                logger.info("failed batch %s recovered", batch_label(failed.utterance_ids))
+            done += len(batch)
+            if progress:
+                progress(done, total)
+            if self.store is not None and number % self.checkpoint_every == 0 and number < len(pending):
+                self.save(report)
+        if self.store is not None and pending:
+            self.save(report)
         return report
 
     def save(self, report: BuildReport | None = None) -> None:
         """Embed changed anchors and, with a store, write the KB."""
-        embedded = self.vectors.refresh(self.kb, self.embedder)
+        embedded = self._refresh()
         if report is not None:
             report.embedded += embedded
         if self.store is not None:
             self.store.save(self.kb, self.vectors)
+
+    def _refresh(self) -> int:
+        extra = {TURN_KIND: self._pending_turns} if TURN_KIND in self._kinds else None
+        return self.vectors.refresh(self.kb, self.embedder, self._kinds, extra)
+
+    def _embed_turns(self, fresh: list[Utterance], report: BuildReport) -> None:
+        """Embed the new turns in one call (the encoder's best case); hand the extractor all turn vectors."""
+        if TURN_KIND not in self._kinds:
+            return
+        self._pending_turns = {u.id: u.full_text() for u in fresh}
+        report.embedded += self.vectors.refresh(
+            self.kb, self.embedder, (TURN_KIND,), {TURN_KIND: self._pending_turns}
+        )
+        texts = {u.id: u.full_text() for u in self.kb.utterances.values()} | self._pending_turns
+        assert isinstance(self.extractor, TurnVectorReader)
+        self.extractor.use_turn_vectors(self.vectors.by_text(TURN_KIND, texts))
 
     def _fresh(self, utterances: Iterable[Utterance], report: BuildReport) -> list[Utterance]:
         fresh: list[Utterance] = []
@@ -153,22 +262,47 @@ class AnchorBuilder:
 
     def _run_batch(self, batch: list[Utterance], report: BuildReport) -> None:
         report.batches += 1
+        outcome = self._extract(batch, report)
+        if isinstance(outcome, FailedBatch):
+            for utterance in batch:
+                self.kb.utterances[utterance.id] = utterance
+            self.kb.build.failed_batches.append(outcome)
+            report.failed_batches += 1
+            return
+        self._merge(outcome, batch, report)
+
+    def _extract(self, batch: list[Utterance], report: BuildReport) -> AnchorUpdate | FailedBatch:
+        """The batch's observations, or the record of its failure (the KB is not touched)."""
+        # Extractors that validate the model's observations (LLMExtractor) count what they drop.
+        dropped_before = getattr(self.extractor, "dropped_observations", 0)
         try:
             update = self.extractor.extract(batch, self.kb)
         except UnexpectedModelOutput as exc:
-            logger.error("batch %s..%s failed: %s", batch[0].id, batch[-1].id, exc)
-            for utterance in batch:
-                self.kb.utterances[utterance.id] = utterance
-            self.kb.build.failed_batches.append(
-                FailedBatch(
-                    utterance_ids=[u.id for u in batch],
-                    reason=str(exc),
-                    raw_output=exc.last_completion,
-                    failed_at=datetime.now(UTC),
-                )
+            label = batch_label([u.id for u in batch])
+            logger.error("batch %s failed, recorded in the build log: %s", label, exc)
+            return FailedBatch(
+                utterance_ids=[u.id for u in batch],
+                reason=str(exc),
+                raw_output=_cut(exc.last_completion),
+                failed_at=datetime.now(UTC),
             )
-            report.failed_batches += 1
-            return
+        report.dropped_observations += getattr(self.extractor, "dropped_observations", 0) - dropped_before
+        return update
+
+    def _merge(self, update: AnchorUpdate, batch: list[Utterance], report: BuildReport) -> None:
         result = apply_update(self.kb, update, batch)
         report.dropped_observations += result.dropped
         report.new_events.extend(result.events)
+
+    def _utterances_of(self, failed: FailedBatch) -> list[Utterance]:
+        missing = [i for i in failed.utterance_ids if i not in self.kb.utterances]
+        if missing:
+            label = batch_label(failed.utterance_ids)
+            raise AnchorStoreError(f"failed batch {label} names utterances the KB lacks: {missing[:5]}")
+        return [self.kb.utterances[i] for i in failed.utterance_ids]
+
+    def _save_before_raising(self, number: int, report: BuildReport) -> None:
+        """Checkpoint the batches done since the last save, as the provider gave up on batch ``number``."""
+        if self.store is not None and (number - 1) % self.checkpoint_every:
+            logger.error("the model's provider failed; saving the %d batch(es) done first", number - 1)
+            self.save(report)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
 
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
-__all__ = ["Extractor"]
+__all__ = ["Extractor", "TurnVectorReader"]
 
 
 @runtime_checkable
@@ -25,4 +28,23 @@ class Extractor(Protocol):
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         """Return the observations found in ``batch``."""
+        ...
+
+
+@runtime_checkable
+class TurnVectorReader(Protocol):
+    """An extractor that reads turn embeddings (made with the KB's embedder).
+
+    The builder embeds every new turn once, in one call before the first batch, keeps the vectors
+    with the KB, and hands the extractor those of the whole conversation, so neither a batch nor a
+    later incremental build embeds a turn again.
+    """
+
+    @property
+    def turn_embedder(self) -> str:
+        """Name of the embedder whose vectors it reads (only those are handed over)."""
+        ...
+
+    def use_turn_vectors(self, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        """Vectors by turn text (:meth:`~gravity_core.schema.Utterance.full_text`); replaces earlier ones."""
         ...

@@ -12,6 +12,7 @@ import math
 import re
 import threading
 from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 from pydantic import BaseModel
@@ -54,6 +55,7 @@ from gravity_core.schema import (
     Utterance,
 )
 from gravity_core.temporal import normalize
+from gravity_core.temporal.context import tense_cue
 
 __all__ = ["DEFAULT_EXCLUSIVE_ATTRIBUTES", "DEFAULT_MODULES", "LLMExtractor"]
 
@@ -143,9 +145,11 @@ class _BatchConverter:
         if phrase is None or not phrase.strip():
             return None
         phrase = phrase.strip()
-        reference = self.by_id[sources[0]].timestamp
+        source = self.by_id[sources[0]]
+        # The phrase alone rarely shows the tense ('in June'); the sentence it was said in does.
+        prefer = tense_cue(_sentence_with(source.text, phrase))
         try:
-            return normalize(phrase, reference)
+            return normalize(phrase, source.timestamp, prefer=prefer)
         except (ValueError, GravityError) as exc:
             logger.warning("could not normalize time phrase %r: %s", phrase, exc)
             return TimeRef(raw=phrase)
@@ -301,6 +305,8 @@ class LLMExtractor:
         exclusive_attributes: attribute names always treated as single-valued.
         summaries: also ask for a free-form summary of each batch (one more call per batch),
             kept for the '+Sum' baseline of the evaluation.
+        max_concurrency: in module mode, how many of a batch's calls (one per module, plus the
+            summary) are sent at once; 1 sends them one after another.
 
     Raises:
         ConfigurationError: unknown modules, or a prompt library whose response models the
@@ -320,6 +326,7 @@ class LLMExtractor:
         max_known_topics: int = DEFAULT_MAX_KNOWN_TOPICS,
         exclusive_attributes: Collection[str] = DEFAULT_EXCLUSIVE_ATTRIBUTES,
         summaries: bool = False,
+        max_concurrency: int = 1,
     ) -> None:
         modules = tuple(dict.fromkeys(modules))
         unknown = [m for m in modules if m not in DEFAULT_MODULES]
@@ -331,6 +338,9 @@ class LLMExtractor:
             raise ConfigurationError("fused=True extracts all three modules; do not restrict modules")
         if max_attempts < 1:
             raise ConfigurationError(f"max_attempts must be at least 1, got {max_attempts}")
+        if max_concurrency < 1:
+            raise ConfigurationError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.max_concurrency = max_concurrency
         self.model = model
         self.modules = modules
         self.fused = fused
@@ -378,6 +388,14 @@ class LLMExtractor:
         )
         return parsed
 
+    def _ask_all(self, tasks: Sequence[str], context: PromptContext) -> dict[str, BaseModel]:
+        """Each task's answer, the calls sent ``max_concurrency`` at a time (first error raised)."""
+        workers = min(self.max_concurrency, len(tasks))
+        if workers <= 1:
+            return {task: self._ask(task, context) for task in tasks}
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gravity-extract") as pool:
+            return dict(zip(tasks, pool.map(lambda task: self._ask(task, context), tasks), strict=True))
+
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         """Observations of ``batch``; the KB is read for known entity names and topic ids.
 
@@ -394,19 +412,22 @@ class LLMExtractor:
         entities: list[ExtractedEntity] = []
         events: list[ExtractedEvent] = []
         topics: list[ExtractedTopic] = []
+        tasks = [FUSED] if self.fused else list(self.modules)
+        if self.summaries:
+            tasks.append(SUMMARIES)
+        answers = self._ask_all(tasks, context)
         if self.fused:
-            fused = cast(FusedExtraction, self._ask(FUSED, context))
+            fused = cast(FusedExtraction, answers[FUSED])
             entities, events, topics = fused.entities, fused.events, fused.topics
         else:
-            if ENTITIES in self.modules:
-                entities = cast(EntityExtraction, self._ask(ENTITIES, context)).entities
-            if EVENTS in self.modules:
-                events = cast(EventExtraction, self._ask(EVENTS, context)).events
-            if TOPICS in self.modules:
-                topics = cast(TopicExtraction, self._ask(TOPICS, context)).topics
-
-        if self.summaries:
-            update.summaries = _summary_observations(cast(BatchSummary, self._ask(SUMMARIES, context)), batch)
+            if ENTITIES in answers:
+                entities = cast(EntityExtraction, answers[ENTITIES]).entities
+            if EVENTS in answers:
+                events = cast(EventExtraction, answers[EVENTS]).events
+            if TOPICS in answers:
+                topics = cast(TopicExtraction, answers[TOPICS]).topics
+        if SUMMARIES in answers:
+            update.summaries = _summary_observations(cast(BatchSummary, answers[SUMMARIES]), batch)
         converter = _BatchConverter(batch, kb, self.exclusive_attributes)
         update.entities = [e for e in map(converter.entity, entities) if e is not None]
         update.events = [e for e in map(converter.event, events) if e is not None]
@@ -423,3 +444,15 @@ class LLMExtractor:
                 converter.unknown_ids,
             )
         return update
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+
+
+def _sentence_with(text: str, phrase: str) -> str:
+    """The sentence of ``text`` that contains ``phrase`` (case-insensitive), else the whole text."""
+    needle = phrase.casefold()
+    for match in _SENTENCE.finditer(text):
+        if needle in match.group().casefold():
+            return match.group()
+    return text

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from datetime import date
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gravity_core.anchor_vectors import SUMMARY_KIND, KindVectors
+from gravity_core.anchor_vectors import EXPANSION_KIND, KindVectors, expansion_key, summary_vectors
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
@@ -24,6 +26,9 @@ from gravity_core.query.types import AnchorContext, ScoredAnchor
 from gravity_core.schema import AnchorKind, KnowledgeBase
 from gravity_core.store import AnchorStore
 from gravity_core.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from gravity_core.build.builder import AnchorBuilder
 
 __all__ = ["GravityEngine"]
 
@@ -45,7 +50,10 @@ class GravityEngine:
         embedder: must be the embedder the KB's vectors were made with.
         config: default settings of each query (a query may pass its own).
         counter: token counter for the budget (cl100k, offline).
-        summary_vectors: vectors of the KB's batch summaries, needed only by the '+Sum' baseline.
+        summary_vectors: vectors of the KB's batch summaries, needed only by the '+Sum' baseline
+            (embedded at its first query when not given).
+        expansion_vectors: the vectors of expanded queries stored by the build; a query returns
+            them with its expansions so the host search need not embed those again.
     """
 
     def __init__(
@@ -57,6 +65,7 @@ class GravityEngine:
         config: QueryConfig | None = None,
         counter: TokenCounter | None = None,
         summary_vectors: KindVectors | None = None,
+        expansion_vectors: KindVectors | None = None,
     ) -> None:
         if index.embedder and index.embedder != embedder.name:
             raise ConfigurationError(
@@ -70,7 +79,10 @@ class GravityEngine:
         self.counter = counter or TokenCounter()
         self.lexicon = AnchorLexicon.from_kb(kb)
         self.rendered = RenderedAnchors(kb, counter=self.counter)
-        self.summary_vectors = summary_vectors or KindVectors(matrix=np.zeros((0, embedder.dim), np.float32))
+        self._summary_vectors = summary_vectors
+        self._expansions = expansion_vectors or KindVectors()
+        self._expansion_rows = self._expansions.row_of()
+        self._summary_lock = threading.Lock()
         self.reference_date = self.lexicon.latest_day or date.today()
 
     @classmethod
@@ -105,12 +117,36 @@ class GravityEngine:
             index,
             chosen,
             config=config,
-            summary_vectors=loaded.vectors.get(SUMMARY_KIND),
+            expansion_vectors=loaded.vectors.get(EXPANSION_KIND),
+        )
+
+    @classmethod
+    def from_builder(cls, builder: AnchorBuilder, *, config: QueryConfig | None = None) -> GravityEngine:
+        """An engine over what ``builder`` holds now (in memory, numpy index); make a new one after ``add``.
+
+        Example:
+            ```python
+            builder.add(session_utterances)
+            engine = GravityEngine.from_builder(builder)
+            ```
+        """
+        vectors = builder.vectors  # brought up to date by every add
+        return cls(
+            builder.kb,
+            NumpyAnchorIndex.from_vectors(vectors),
+            builder.embedder,
+            config=config,
+            expansion_vectors=vectors.get(EXPANSION_KIND),
         )
 
     def embed_query(self, question: str) -> np.ndarray:
         """The question's embedding, as the engine computes it."""
         return np.asarray(self.embedder.embed([question])[0], dtype=np.float32)
+
+    def known_expansion_vectors(self, expansions: Sequence[str]) -> list[np.ndarray | None]:
+        """The stored vector of each expanded query (``None`` for one the build did not embed)."""
+        rows = [self._expansion_rows.get(expansion_key(text)) for text in expansions]
+        return [None if row is None else self._expansions.matrix[row] for row in rows]
 
     def query(
         self,
@@ -199,6 +235,14 @@ class GravityEngine:
             )
             selected.extend(reserved + chosen)
         return selected
+
+    @property
+    def summary_vectors(self) -> KindVectors:
+        """Vectors of the KB's batch summaries (embedded once, at first use)."""
+        with self._summary_lock:
+            if self._summary_vectors is None:
+                self._summary_vectors = summary_vectors(self.kb, self.embedder)
+            return self._summary_vectors
 
     def _summaries(self, question: str, vector: np.ndarray, cfg: QueryConfig) -> AnchorContext:
         summaries = self.summary_vectors

@@ -21,7 +21,7 @@ from gravity_core.temporal.calendar import (
     weekday_on_or_before,
     year_interval,
 )
-from gravity_core.temporal.context import Direction, infer_direction, split_reference
+from gravity_core.temporal.context import Direction, infer_direction, split_reference, tense_cue
 from gravity_core.temporal.lexicon import (
     MONTH_ANY_RE,
     NUMBER_RE,
@@ -79,7 +79,8 @@ def normalize(phrase: str, reference: date | datetime, *, prefer: Direction | No
         phrase: The time phrase as written.
         reference: The session date (or timestamp) the phrase was said at.
         prefer: 'past' or 'future' to place ambiguous phrases ('in June', 'on Friday'); by default
-            inferred from the phrase's tense, else the past.
+            the phrase's tense cue, else a month or day takes its nearer occurrence and the rest
+            the past.
 
     Returns:
         A :class:`TimeRef` with ``raw`` = the phrase (stripped). When nothing can be resolved,
@@ -111,7 +112,8 @@ def _resolve(text: str, ref: date, ref_dt: datetime | None, prefer: Direction | 
     anchored = _anchored(text, ref, prefer)
     if anchored is not None:
         return anchored
-    direction = prefer or infer_direction(text)
+    # Without a tense cue the rules place each phrase themselves (some take the nearer occurrence).
+    direction = prefer or tense_cue(text)
     mentions = scan(text, ref, ref_dt, strict=True, prefer=direction)
     if not _covered(text, mentions):
         # the text is taken as a time phrase, so 'may' or '2019' alone count, but only when the
@@ -129,7 +131,7 @@ def _resolve(text: str, ref: date, ref_dt: datetime | None, prefer: Direction | 
         return Interval(min(p.start for p in parts), max(p.end for p in parts), Granularity.RANGE)
     if mentions:  # a known but vague phrase ('a while ago')
         return None
-    return _with_dateparser(text, ref, direction)
+    return _with_dateparser(text, ref, direction or infer_direction(text))
 
 
 def _in_order(times: list[TimeRef]) -> list[Interval]:

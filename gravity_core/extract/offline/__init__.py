@@ -6,7 +6,10 @@ of each session, linked across sessions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.offline.entities import extract_entities
@@ -28,11 +31,21 @@ class OfflineExtractor:
     def __init__(self, embedder: Embedder) -> None:
         self._topics = TopicExtractor(embedder)
         self._name = f"offline-v1:{embedder.name}"
+        self._embedder_name = embedder.name
 
     @property
     def name(self) -> str:
         """Identifier recorded in the KB's build info."""
         return self._name
+
+    @property
+    def turn_embedder(self) -> str:
+        """The embedder of topic segmentation: turn vectors are read only if they come from it."""
+        return self._embedder_name
+
+    def use_turn_vectors(self, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        """Turn embeddings by text, read by topic segmentation instead of embedding the turns again."""
+        self._topics.use_vectors(vectors)
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         """Entities, events and topics found in ``batch``, plus its extractive summary (+Sum baseline)."""

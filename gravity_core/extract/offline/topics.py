@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,6 +231,7 @@ class TopicExtractor:
         self._profile_arcs = profile_arcs
         self._stats = _ConversationStats()
         self._vectors: dict[str, _Vector] = {}
+        self._given: Mapping[str, _Vector] = {}
         self._keep: set[str] = set()
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> list[TopicObservation]:
@@ -289,8 +290,15 @@ class TopicExtractor:
         vectors = self._embed([u.full_text() for u in utterances])
         return _Content(utterances, tokens, vectors)
 
+    def use_vectors(self, vectors: Mapping[str, _Vector]) -> None:
+        """Vectors by text, made by this extractor's embedder; read before embedding anything."""
+        self._given = vectors
+
     def _embed(self, texts: list[str]) -> _Vector:
         """Embed ``texts`` through the instance cache (texts already embedded are not embedded again)."""
+        for text in texts:
+            if text not in self._vectors and text in self._given:
+                self._vectors[text] = self._given[text]
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         if missing:
             fresh = np.asarray(self._embedder.embed(missing), dtype=np.float32)

@@ -13,9 +13,13 @@ from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.index.base import query_vector
+from gravity_core.query.index.ivf import IVFSearch, IVFSettings
 from gravity_core.schema import AnchorKind
 
-__all__ = ["NumpyAnchorIndex"]
+__all__ = ["DEFAULT_IVF", "NumpyAnchorIndex"]
+
+#: Kinds of 10k anchors or more take candidates from an inverted file (with faiss installed).
+DEFAULT_IVF = IVFSettings()
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +45,12 @@ class _KindIndex:
     rows: dict[str, int]
     # id_rank[i] is the position of ids[i] in sorted id order: ties are broken by integer compare.
     id_rank: npt.NDArray[np.intp]
+    ivf: IVFSearch | None = None
 
     @classmethod
-    def build(cls, kind: AnchorKind, vectors: KindVectors, dim: int) -> _KindIndex:
+    def build(
+        cls, kind: AnchorKind, vectors: KindVectors, dim: int, approximate: IVFSettings | None = None
+    ) -> _KindIndex:
         ids = list(vectors.ids)
         matrix = np.ascontiguousarray(vectors.matrix, dtype=np.float32)
         if not ids and matrix.size == 0:
@@ -54,15 +61,21 @@ class _KindIndex:
             )
         id_rank = np.empty(len(ids), dtype=np.intp)
         id_rank[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(len(ids))
-        return cls(ids=ids, matrix=matrix, rows={a: i for i, a in enumerate(ids)}, id_rank=id_rank)
+        ivf = None
+        if approximate is not None and len(ids) >= approximate.min_rows:
+            ivf = IVFSearch.build(matrix, approximate)
+        return cls(ids=ids, matrix=matrix, rows={a: i for i, a in enumerate(ids)}, id_rank=id_rank, ivf=ivf)
 
 
 class NumpyAnchorIndex:
-    """Exact cosine search over in-memory anchor matrices (the default :class:`AnchorIndex`).
+    """Cosine search over in-memory anchor matrices (the default :class:`AnchorIndex`).
 
     All per-KB work (contiguous float32 matrices, id -> row map, id order for ties) happens once
     in :meth:`from_vectors`; a query is one matrix-vector product plus a partial sort
-    (``np.argpartition``). Instances are read-only and safe to share between threads.
+    (``np.argpartition``). A kind of 10k rows or more takes its candidates from an inverted file
+    when faiss is installed (extra ``ann``; see :mod:`gravity_core.query.index.ivf`), then orders
+    them exactly; ``similarities`` is always exact. Instances are read-only and safe to share
+    between threads.
 
     Example:
         ```python
@@ -77,13 +90,21 @@ class NumpyAnchorIndex:
         self._kinds = kinds
 
     @classmethod
-    def from_vectors(cls, vectors: AnchorVectors) -> NumpyAnchorIndex:
+    def from_vectors(
+        cls, vectors: AnchorVectors, *, approximate: IVFSettings | None = DEFAULT_IVF
+    ) -> NumpyAnchorIndex:
         """Index a KB's anchor vectors (the matrices are copied only if not already contiguous float32).
+
+        Args:
+            vectors: the KB's vectors.
+            approximate: when large kinds use an inverted file for candidates; ``None``: never.
 
         Raises:
             ConfigurationError: a kind's ids and matrix disagree in length or dimension.
         """
-        kinds = {kind: _KindIndex.build(kind, vectors.get(kind), vectors.dim) for kind in AnchorKind}
+        kinds = {
+            kind: _KindIndex.build(kind, vectors.get(kind), vectors.dim, approximate) for kind in AnchorKind
+        }
         logger.debug(
             "numpy anchor index: %s",
             ", ".join(f"{kind.value} {len(k.ids)}" for kind, k in kinds.items()),
@@ -114,6 +135,11 @@ class NumpyAnchorIndex:
         count = len(index.ids)
         if limit <= 0 or count == 0:
             return []
+        if index.ivf is not None and limit < count:
+            rows = index.ivf.candidates(vector, limit)
+            scores = _matvec(index.matrix[rows], vector)
+            order = np.lexsort((index.id_rank[rows], -scores))[:limit]
+            return [(index.ids[rows[i]], float(scores[i])) for i in order.tolist()]
         scores = _matvec(index.matrix, vector)
         if limit < count:
             best = np.argpartition(scores, count - limit)[count - limit :]

@@ -107,13 +107,17 @@ def recent_date(month: int, dom: int, ctx: ScanContext, pos: int) -> date | None
 
 
 def recent_month(month: int, ctx: ScanContext, pos: int) -> Interval:
-    """'in May': the latest May not after the reference month, or the next May not before it for plans."""
+    """'in May': the latest May not after the reference month, or the next May not before it for plans;
+    the nearer of the two when the sentence has no tense cue ('the wedding is in June' said in May)."""
     ref = ctx.ref
-    if ctx.direction_at(pos) == "future":
-        year = ref.year if month >= ref.month else ref.year + 1
-    else:
-        year = ref.year if month <= ref.month else ref.year - 1
-    return month_interval(year, month)
+    past = ref.year if month <= ref.month else ref.year - 1
+    upcoming = ref.year if month >= ref.month else ref.year + 1
+    cue = ctx.cue_at(pos)
+    if cue is None:
+        behind = (ref.year - past) * 12 + ref.month - month
+        ahead = (upcoming - ref.year) * 12 + month - ref.month
+        return month_interval(upcoming if ahead < behind else past, month)
+    return month_interval(upcoming if cue == "future" else past, month)
 
 
 def recent_season(season: str, ctx: ScanContext, pos: int) -> Interval:

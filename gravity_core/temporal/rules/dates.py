@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import date, timedelta
 from types import MappingProxyType
 
 from gravity_core.schema.time import Granularity
@@ -127,15 +127,28 @@ _DAY_OF_MONTH = (
 
 
 def _day_of_month(m: re.Match[str], ctx: ScanContext) -> Hit | None:
+    """'on the 30th': the latest such day by the reference, or the next one for plans; the nearer of
+    the two when the sentence has no tense cue."""
     dom = int(m["d"])
     ref = ctx.ref
-    step = 1 if ctx.direction_at(m.start()) == "future" else -1
-    for k in range(0, 3):
-        first = add_months(ref.replace(day=1), step * k)
-        d = date_or_none(first.year, first.month, dom)
-        if d is not None and (d >= ref if step > 0 else d <= ref):
-            return hit(m, day(d), "core")
-    return None
+
+    def occurrence(step: int) -> date | None:
+        for k in range(0, 3):
+            first = add_months(ref.replace(day=1), step * k)
+            d = date_or_none(first.year, first.month, dom)
+            if d is not None and (d >= ref if step > 0 else d <= ref):
+                return d
+        return None
+
+    cue = ctx.cue_at(m.start())
+    if cue is not None:
+        found = occurrence(1 if cue == "future" else -1)
+    else:
+        past, upcoming = occurrence(-1), occurrence(1)
+        found = past or upcoming
+        if past is not None and upcoming is not None and (upcoming - ref) < (ref - past):
+            found = upcoming
+    return hit(m, day(found), "core") if found is not None else None
 
 
 _NTH = MappingProxyType({"first": 1, "second": 2, "third": 3, "fourth": 4, "last": -1})

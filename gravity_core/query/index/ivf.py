@@ -1,0 +1,92 @@
+"""Approximate candidates for large anchor kinds: an inverted-file index (faiss ``IndexIVFFlat``).
+
+Exact search reads every row per query: at 100k anchors of 384 dimensions that is 150 MB of
+float32 per query, most of GRAVITY's query time. An inverted file clusters the rows around
+``sqrt(n)`` centroids (k-means on a fixed sample, so it is deterministic) and a query reads only
+the rows of its ``nprobe`` nearest clusters. Inner products of the rows it returns are exact; rows
+in clusters it did not read are missed, which is why the engine asks it for a wider pool than it
+keeps. faiss is an optional extra (``ann``); without it, every kind is searched exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gravity_core.embeddings.base import Matrix
+
+__all__ = ["IVFSearch", "IVFSettings"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IVFSettings:
+    """When and how a kind is searched approximately.
+
+    Attributes:
+        min_rows: kinds with fewer rows are searched exactly (it is fast enough there).
+        probe_share: share of the clusters a query reads (at least ``min_probes``).
+        min_probes: clusters read per query, at least.
+        pool: a query takes ``pool`` times the rows asked for from the inverted file, before the
+            exact ordering keeps the best.
+        train_per_cluster: k-means sample size per cluster.
+        seed: the k-means sample and initialisation seed.
+    """
+
+    min_rows: int = 10_000
+    probe_share: float = 1 / 16
+    min_probes: int = 8
+    pool: int = 2
+    train_per_cluster: int = 40
+    seed: int = 1234
+
+
+class IVFSearch:
+    """Approximate top rows of one kind's L2-normalized matrix by inner product (cosine).
+
+    Read-only after :meth:`build`; faiss searches are safe to run from several threads.
+    """
+
+    def __init__(self, index: Any, quantizer: Any, settings: IVFSettings) -> None:
+        self._index = index
+        self._quantizer = quantizer  # the index does not own it: keep it alive as long as the index
+        self._settings = settings
+
+    @classmethod
+    def build(cls, matrix: Matrix, settings: IVFSettings) -> IVFSearch | None:
+        """An inverted file over ``matrix`` (rows, dim), or ``None`` when faiss is not installed."""
+        try:
+            import faiss
+        except ImportError:
+            logger.info(
+                "%d rows searched exactly; pip install 'gravity-memory[ann]' (faiss) makes large KBs faster",
+                matrix.shape[0],
+            )
+            return None
+        rows, dim = matrix.shape
+        clusters = max(1, round(math.sqrt(rows)))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, clusters, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = settings.seed
+        index.cp.min_points_per_centroid = 1
+        sample_size = min(rows, settings.train_per_cluster * clusters)
+        sample = np.random.default_rng(settings.seed).choice(rows, sample_size, replace=False)
+        index.train(np.ascontiguousarray(matrix[np.sort(sample)], dtype=np.float32))
+        index.add(np.ascontiguousarray(matrix, dtype=np.float32))
+        index.nprobe = min(clusters, max(settings.min_probes, math.ceil(clusters * settings.probe_share)))
+        logger.debug("inverted file: %d rows, %d clusters, %d probed", rows, clusters, index.nprobe)
+        return cls(index, quantizer, settings)
+
+    def candidates(self, vector: Matrix, limit: int) -> npt.NDArray[np.intp]:
+        """Row numbers of about the best ``pool * limit`` rows for ``vector`` (unordered, no -1)."""
+        _, found = self._index.search(
+            np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32), limit * self._settings.pool
+        )
+        rows = found[0]
+        return rows[rows >= 0].astype(np.intp)

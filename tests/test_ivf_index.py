@@ -1,0 +1,79 @@
+"""Large anchor kinds take candidates from an inverted file (faiss), then are ordered exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gravity_core.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.query.index import NumpyAnchorIndex
+from gravity_core.query.index.ivf import IVFSearch, IVFSettings
+from gravity_core.schema import AnchorKind
+
+pytest.importorskip("faiss", reason="the 'ann' extra (installed by make test) provides faiss")
+
+DIM = 48
+SMALL = IVFSettings(min_rows=1_000)
+
+
+def _clustered(rows: int, seed: int = 7) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((64, DIM)).astype(np.float32)
+    matrix = centres[rng.integers(0, 64, rows)] + 0.5 * rng.standard_normal((rows, DIM)).astype(np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def _vectors(matrix: np.ndarray) -> AnchorVectors:
+    ids = [f"ev-{i:06d}" for i in range(len(matrix))]
+    vectors = AnchorVectors(embedder="test", dim=DIM)
+    vectors.kinds[AnchorKind.EVENT.value] = KindVectors(ids=ids, digests=[""] * len(ids), matrix=matrix)
+    return vectors
+
+
+def _queries(matrix: np.ndarray, count: int = 40) -> np.ndarray:
+    rng = np.random.default_rng(1)
+    picked = matrix[rng.choice(len(matrix), count, replace=False)]
+    noisy = picked + 0.2 * rng.standard_normal(picked.shape).astype(np.float32)
+    return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+
+
+def test_candidates_come_from_the_inverted_file_and_agree_with_exact_search() -> None:
+    matrix = _clustered(6_000)
+    approximate = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=SMALL)
+    exact = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=None)
+    overlap, same_best = [], []
+    for query in _queries(matrix):
+        fast = approximate.top(AnchorKind.EVENT, query, 20)
+        slow = exact.top(AnchorKind.EVENT, query, 20)
+        assert [s for _, s in fast] == sorted((s for _, s in fast), reverse=True)
+        exact_scores = exact.similarities(AnchorKind.EVENT, query, [i for i, _ in fast])
+        assert all(abs(exact_scores[i] - s) < 1e-5 for i, s in fast)  # scores are exact cosines
+        same_best.append(fast[0] == slow[0])
+        overlap.append(len({i for i, _ in fast} & {i for i, _ in slow}) / 20)
+    # Approximate: a row in a cluster the query did not read is missed, rarely.
+    assert np.mean(overlap) >= 0.95 and np.mean(same_best) >= 0.95
+
+
+def test_a_row_is_its_own_nearest_neighbour_and_builds_are_deterministic() -> None:
+    matrix = _clustered(3_000)
+    first = IVFSearch.build(matrix, SMALL)
+    second = IVFSearch.build(matrix, SMALL)
+    assert first is not None and second is not None
+    for row in (0, 17, 2_999):
+        found = first.candidates(matrix[row], 5)
+        assert row in found.tolist()
+        assert found.tolist() == second.candidates(matrix[row], 5).tolist()
+
+
+def test_small_kinds_and_a_disabled_setting_are_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    matrix = _clustered(2_000)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the inverted file was used")
+
+    monkeypatch.setattr(IVFSearch, "candidates", fail)
+    for index in (
+        NumpyAnchorIndex.from_vectors(_vectors(matrix)),  # default: below 20k rows
+        NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=None),
+    ):
+        assert len(index.top(AnchorKind.EVENT, matrix[3], 10)) == 10
