@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 KB     ?= kb-sample
 LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 
-.PHONY: demo test lint install install-test bench clean
+.PHONY: demo test lint install install-test browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ demo: install
 	$(BIN)/gravity build examples/sample_conversation.jsonl -o $(KB)
 	$(BIN)/gravity stats $(KB)
 
-test: install-test
+# Debian's Chromium for the browser tests of `gravity show` (Playwright drives it; it downloads no browser).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+test: install-test browser
 	$(BIN)/python -m pytest
 
 # All six benchmarks, offline (about 8-13 minutes on two cores): benchmarks/results/*.json, every ratio with its target.

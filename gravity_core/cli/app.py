@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gravity_core.cli import build_cmd, eval_cmd, query_cmd, sgmem_cmd, stats_cmd
+from gravity_core.cli import build_cmd, eval_cmd, query_cmd, sgmem_cmd, show_cmd, stats_cmd
 from gravity_core.errors import GravityError
 
 __all__ = ["main", "make_app"]
@@ -29,6 +29,7 @@ def make_app() -> typer.Typer:
     app.command("build")(build_cmd.build)
     app.command("stats")(stats_cmd.stats)
     app.command("query")(query_cmd.query)
+    app.command("show")(show_cmd.show)
     app.add_typer(eval_cmd.make_eval_app(), name="eval")
     app.add_typer(sgmem_cmd.make_sgmem_app(), name="sgmem")
     return app

@@ -1,0 +1,32 @@
+"""``gravity show KB_DIR -o anchors.html``: the KB as one self-contained HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gravity_core.explorer import write_explorer
+from gravity_core.store import AnchorStore
+
+
+def show(
+    kb_dir: Annotated[Path, typer.Argument(help="KB folder written by 'gravity build'.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="HTML file to write; default: KB_DIR/anchors.html."),
+    ] = None,
+) -> None:
+    """Write an HTML explorer of the KB: entity graph, event timeline, topic arcs, search.
+
+    The page needs no network: open it from disk in any browser.
+    """
+    kb = AnchorStore(kb_dir).load().kb
+    path = write_explorer(
+        kb, output if output is not None else kb_dir / "anchors.html", title=kb_dir.resolve().name
+    )
+    typer.echo(
+        f"{path}: {len(kb.entities)} entities, {len(kb.events)} events, {len(kb.topics)} topics",
+        err=True,
+    )
