@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,42 +11,19 @@ import pytest
 from gravity_core.anchor_vectors import EXPANSION_KIND, EXPANSIONS_PER_ANCHOR, TURN_KIND
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
-from gravity_core.embeddings.base import Matrix
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.expansion import entity_expansions, event_expansions, topic_expansions
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
+from tests.spies import EmbedderSpy
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 
 
-class CountingEmbedder:
-    """The hashing embedder, recording each call's texts (a spy)."""
-
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder()
-        self.calls: list[list[str]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        self.calls.append(list(texts))
-        return self.inner.embed(texts)
-
-    def texts(self) -> Counter[str]:
-        return Counter(text for call in self.calls for text in call)
-
-
-def _build(folder: Path, utterances: Sequence[Utterance]) -> tuple[AnchorBuilder, CountingEmbedder]:
-    embedder = CountingEmbedder()
+def _build(folder: Path, utterances: Sequence[Utterance]) -> tuple[AnchorBuilder, EmbedderSpy]:
+    embedder = EmbedderSpy(HashingEmbedder())
     builder = AnchorBuilder(OfflineExtractor(embedder), embedder, store=AnchorStore(folder), batch_size=10)
     builder.add(utterances)
     return builder, embedder

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import pytest
 from gravity_core.build import AnchorBuilder
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
-from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
@@ -23,29 +21,10 @@ from gravity_core.query.index import ChromaAnchorIndex, NumpyAnchorIndex
 from gravity_core.recipes import PRESETS
 from gravity_core.schema import AnchorKind
 from gravity_core.store import AnchorStore
+from tests.spies import EmbedderSpy
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 MARCH = "What did Maya do in March 2024?"
-
-
-class CountingEmbedder:
-    """Delegates to a real embedder and counts calls (a spy, not a fake)."""
-
-    def __init__(self, inner: MiniLMEmbedder) -> None:
-        self.inner = inner
-        self.calls = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        self.calls += 1
-        return self.inner.embed(texts)
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +114,13 @@ def test_expansion_off_and_summary_baseline(engine: GravityEngine) -> None:
 def test_query_embedding_is_computed_once_or_taken_from_the_host(
     kb_dir: Path, minilm: MiniLMEmbedder
 ) -> None:
-    spy = CountingEmbedder(minilm)
+    spy = EmbedderSpy(minilm)
     engine = GravityEngine.from_dir(kb_dir, embedder=spy)
     first = engine.query("Where does Maya work?")
-    assert spy.calls == 1
+    assert len(spy.calls) == 1
     vector = minilm.embed(["Where does Maya work?"])[0]
     second = engine.query("Where does Maya work?", query_embedding=vector.tolist())
-    assert spy.calls == 1
+    assert len(spy.calls) == 1
     assert second == first
     with pytest.raises(ConfigurationError, match="dimensions"):
         engine.query("x", query_embedding=[0.1, 0.2])

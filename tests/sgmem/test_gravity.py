@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
-from gravity_core.embeddings.base import Embedder, Matrix
+from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.prompts.injection import PRIORITY_INSTRUCTION
@@ -16,28 +14,9 @@ from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import Utterance
 from gravity_core.sgmem import RetrievalConfig, SGMem, SGMemWithGravity
+from tests.spies import EmbedderSpy
 
 QUESTION = "Where does Maya work now, and what happened with Biscuit?"
-
-
-class RecordingEmbedder:
-    """Delegates to a real embedder and keeps the texts of every call (a spy)."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self.calls: list[list[str]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        self.calls.append(list(texts))
-        return self.inner.embed(texts)
 
 
 def engine_for(embedder: Embedder, utterances: list[Utterance]) -> GravityEngine:
@@ -54,7 +33,7 @@ def engine(hashing: HashingEmbedder, sample: list[Utterance]) -> GravityEngine:
 def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
     engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
 ) -> None:
-    spy = RecordingEmbedder(hashing)
+    spy = EmbedderSpy(hashing)
     memory = SGMem(spy)
     memory.add(sample)
     spy.calls.clear()
