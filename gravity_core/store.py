@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -177,11 +178,16 @@ class AnchorStore:
         logger.info("saved KB generation %d to %s", generation, self.directory)
         return generation
 
-    def load(self, generation: int | None = None) -> LoadedKB:
+    def load(self, generation: int | None = None, *, vector_kinds: Collection[str] | None = None) -> LoadedKB:
         """Read the current generation (or the one given, if it is still on disk).
 
         A reader that races a build sees the generation of the manifest it read, whole; if the
         build prunes that generation meanwhile, the new manifest is read and loading starts again.
+
+        Args:
+            generation: a generation to read instead of the current one.
+            vector_kinds: the vector kinds to read (default: all); a query engine needs neither
+                the turn vectors nor anything but the anchors and expansions.
 
         Raises:
             AnchorStoreError: the folder holds no KB, or a file is missing, corrupt or of
@@ -189,12 +195,12 @@ class AnchorStore:
                 generation that still loads (see :meth:`rollback`).
         """
         if generation is not None:
-            return self._load_generation(generation)
+            return self._load_generation(generation, vector_kinds=vector_kinds)
         for _ in range(_LOAD_TRIES):
             manifest = self._read_manifest()
             current: int = manifest["generation"]
             try:
-                return self._load_generation(current, manifest.get("checksums"))
+                return self._load_generation(current, manifest.get("checksums"), vector_kinds)
             except AnchorStoreError as exc:
                 if self._peek_generation() not in (None, current):
                     logger.debug("KB generation %d replaced while reading it, reading again", current)
@@ -285,7 +291,12 @@ class AnchorStore:
             )
         return None
 
-    def _load_generation(self, generation: int, checksums_digest: str | None = None) -> LoadedKB:
+    def _load_generation(
+        self,
+        generation: int,
+        checksums_digest: str | None = None,
+        vector_kinds: Collection[str] | None = None,
+    ) -> LoadedKB:
         """Read one generation folder; ``checksums_digest`` (from the manifest) vouches for its checksums."""
         folder = self.directory / f"g{generation:06d}"
         if not folder.is_dir():
@@ -302,7 +313,7 @@ class AnchorStore:
             part = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
             where = folder / f"{part}.json" if part in _PARTS else folder
             raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(where)) from exc
-        vectors = self._read_vectors(folder, check)
+        vectors = self._read_vectors(folder, check, vector_kinds)
         check.raise_first()
         return LoadedKB(kb=kb, vectors=vectors, generation=generation)
 
@@ -360,18 +371,22 @@ class AnchorStore:
         digests = {p.name: _digest_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
         write_json_atomic(folder / CHECKSUMS, {"algorithm": _DIGEST, "files": digests})
 
-    def _read_vectors(self, folder: Path, check: _Checks | None = None) -> AnchorVectors:
+    def _read_vectors(
+        self, folder: Path, check: _Checks | None = None, kinds: Collection[str] | None = None
+    ) -> AnchorVectors:
         index = self._read_json(folder / "vectors.json", check)
         try:
             vectors = AnchorVectors(embedder=str(index["embedder"]), dim=int(index["dim"]))
             for kind in VECTOR_KINDS:
+                if kinds is not None and kind not in kinds:
+                    continue
                 entry = index["kinds"].get(kind)
                 if entry is None:  # a KB from an older version; the next build adds this kind
                     continue
                 path = folder / f"vectors-{kind}.npy"
                 raw = self._read_bytes(path, check)
                 try:
-                    matrix = np.load(io.BytesIO(raw), allow_pickle=False)
+                    matrix = _npy_view(raw)
                 except (OSError, ValueError, EOFError) as exc:
                     raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
                 if matrix.shape[0] != len(entry["ids"]):
@@ -379,7 +394,9 @@ class AnchorStore:
                         f"{matrix.shape[0]} rows for {len(entry['ids'])} anchor ids", path=str(path)
                     )
                 vectors.kinds[kind] = KindVectors(
-                    ids=list(entry["ids"]), digests=list(entry["digests"]), matrix=matrix.astype(np.float32)
+                    ids=list(entry["ids"]),
+                    digests=list(entry["digests"]),
+                    matrix=matrix.astype(np.float32, copy=False),
                 )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, AnchorStoreError):
@@ -459,3 +476,22 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     return f"{loc}: {err['msg']}"
+
+
+def _npy_view(raw: bytes) -> np.ndarray:
+    """The array of an ``.npy`` file's bytes, read in place (read-only, no copy; never unpickles).
+
+    ``np.load`` of the same bytes would copy them, so a large KB would briefly take its vectors'
+    size twice more in memory.
+    """
+    buffer = io.BytesIO(raw)
+    version = np.lib.format.read_magic(buffer)
+    if version == (1, 0):
+        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(buffer)
+    else:
+        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(buffer)
+    if dtype.hasobject:
+        raise ValueError("object arrays are not allowed (they would need pickle)")
+    count = int(np.prod(shape, dtype=np.int64))
+    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=buffer.tell())
+    return flat.reshape(shape, order="F" if fortran_order else "C")

@@ -172,3 +172,33 @@ def test_vectors_refuse_another_embedder() -> None:
     vectors.refresh(kb, EMBEDDER)
     with pytest.raises(ConfigurationError, match="hashing-64"):
         vectors.refresh(kb, HashingEmbedder(dim=32))
+
+
+def test_vectors_load_without_copies_and_only_the_kinds_asked_for(tmp_path: Path) -> None:
+    kb = _kb()
+    vectors = AnchorVectors()
+    vectors.refresh(kb, EMBEDDER)
+    store = AnchorStore(tmp_path)
+    store.save(kb, vectors)
+
+    loaded = store.load().vectors
+    entity = loaded.get(AnchorKind.ENTITY.value)
+    assert np.array_equal(entity.matrix, vectors.get(AnchorKind.ENTITY.value).matrix)
+    assert not entity.matrix.flags.writeable  # a view of the file's bytes, not a copy
+
+    only = store.load(vector_kinds=[AnchorKind.EVENT.value]).vectors
+    assert set(only.kinds) == {AnchorKind.EVENT.value}
+
+
+def test_an_object_array_in_a_vector_file_is_refused(tmp_path: Path) -> None:
+    kb = _kb()
+    vectors = AnchorVectors()
+    vectors.refresh(kb, EMBEDDER)
+    store = AnchorStore(tmp_path)
+    store.save(kb, vectors)
+    [path] = tmp_path.glob("g*/vectors-entity.npy")
+    with open(path, "wb") as handle:
+        np.save(handle, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+
+    with pytest.raises(AnchorStoreError, match="vectors-entity.npy"):
+        store.load()

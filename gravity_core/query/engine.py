@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gravity_core.anchor_vectors import EXPANSION_KIND, KindVectors, expansion_key, summary_vectors
+from gravity_core.anchor_vectors import (
+    ANCHOR_KINDS,
+    EXPANSION_KIND,
+    KindVectors,
+    expansion_key,
+    summary_vectors,
+)
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
@@ -106,7 +112,7 @@ class GravityEngine:
         """
         from gravity_core.providers import embedder_from_name
 
-        loaded = AnchorStore(kb_dir).load()
+        loaded = AnchorStore(kb_dir).load(vector_kinds=ANCHOR_KINDS)  # the turn vectors are the builder's
         chosen = embedder or embedder_from_name(loaded.vectors.embedder)
         if index is None:
             index = NumpyAnchorIndex.from_vectors(loaded.vectors)

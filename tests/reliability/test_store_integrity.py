@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -215,13 +216,13 @@ def test_a_reader_whose_generation_is_pruned_under_it_reads_the_new_one(tmp_path
 
         paused = False
 
-        def _load_generation(self, generation: int, checksums_digest: str | None = None) -> LoadedKB:
+        def _load_generation(self, generation: int, *args: Any) -> LoadedKB:
             if not self.paused:
                 self.paused = True
                 writer.save(*kbs[1])
                 writer.save(*kbs[2])
                 assert generation not in writer.generations()
-            return super()._load_generation(generation, checksums_digest)
+            return super()._load_generation(generation, *args)
 
     loaded = SlowReader(tmp_path / "kb").load()
     assert loaded.generation == 3 and consistent_version(loaded) == 3
