@@ -30,7 +30,8 @@ from gravity_llamaindex import (  # noqa: E402
     reciprocal_rank_fusion,
 )
 from gravity_llamaindex.sgmem import SGMemRetriever  # noqa: E402
-from tests.sgmem.test_gravity import QUESTION, RecordingEmbedder, engine_for  # noqa: E402
+from tests.sgmem.test_gravity import QUESTION, engine_for  # noqa: E402
+from tests.spies import EmbedderSpy  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ async def test_a_bundle_embedding_is_used_when_it_fits(sample_memory: SGMem) -> 
 async def test_gravity_fusion_retriever_wraps_sgmem_unchanged(
     engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
 ) -> None:
-    spy = RecordingEmbedder(hashing)
+    spy = EmbedderSpy(hashing)
     memory = SGMem(spy)
     memory.add(sample)
     host = SGMemRetriever(memory, similarity_top_k=5, granularity="round")
