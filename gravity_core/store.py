@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +51,8 @@ __all__ = ["MANIFEST", "AnchorStore", "LoadedKB", "write_json_atomic"]
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+#: The lock file builds hold while they write (empty; see :meth:`AnchorStore.writer`).
+WRITER_LOCK = ".writer.lock"
 _GENERATION = re.compile(r"^g(\d{6})$")
 _PARTS = ("utterances", "entities", "events", "topics", "summaries", "build")
 CHECKSUMS = "checksums.json"
@@ -155,6 +157,36 @@ class AnchorStore:
     def exists(self) -> bool:
         """Whether the folder holds a KB."""
         return (self.directory / MANIFEST).is_file()
+
+    def current_generation(self) -> int | None:
+        """The generation the manifest names now (``None`` when there is no readable KB)."""
+        return self._peek_generation()
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[None]:
+        """Hold the folder's writer lock: one build at a time (across processes).
+
+        The lock is an OS file lock on ``.writer.lock`` in the folder, released when the block
+        ends or the process dies (a SIGKILLed build leaves no stale lock).
+
+        Raises:
+            AnchorStoreError: another build holds it.
+        """
+        from filelock import FileLock, Timeout
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / WRITER_LOCK
+        lock = FileLock(path, timeout=0, is_singleton=False)
+        try:
+            lock.acquire()
+        except Timeout as exc:
+            raise AnchorStoreError(
+                "another build is writing this KB; wait for it to finish", path=str(self.directory)
+            ) from exc
+        try:
+            yield
+        finally:
+            lock.release()
 
     def save(self, kb: KnowledgeBase, vectors: AnchorVectors) -> int:
         """Write ``kb`` and ``vectors`` as a new generation; returns its number."""

@@ -12,7 +12,7 @@ import pytest
 
 from gravity_core.build import AnchorBuilder, plan_batches
 from gravity_core.embeddings import HashingEmbedder
-from gravity_core.errors import ConfigurationError, InputDataError, ProviderError
+from gravity_core.errors import AnchorStoreError, ConfigurationError, InputDataError, ProviderError
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
@@ -207,3 +207,23 @@ def test_other_embedder_on_existing_kb_is_refused(tmp_path: Path) -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="batch_size"):
         AnchorBuilder(LLMExtractor(FakeChatModel([]), fused=True), EMBEDDER, batch_size=0)
+
+
+def test_two_builders_of_one_kb_take_turns_and_never_lose_each_others_work(tmp_path: Path) -> None:
+    from gravity_core.extract.offline import OfflineExtractor
+
+    utterances = conversation(sessions=3)
+    first_two = [u for u in utterances if u.session != "session_3"]
+    store = AnchorStore(tmp_path)
+    early = AnchorBuilder(OfflineExtractor(EMBEDDER), EMBEDDER, store=AnchorStore(tmp_path))
+    late = AnchorBuilder(OfflineExtractor(EMBEDDER), EMBEDDER, store=AnchorStore(tmp_path))
+    early.add(first_two[:4])
+    late.add(utterances)  # it read an empty folder; it must start from what `early` saved
+    early.add(first_two)  # and `early` from what `late` saved: nothing is new
+
+    kb = store.load().kb
+    assert set(kb.utterances) == {u.id for u in utterances}
+    assert early.kb.to_dict() == kb.to_dict()
+
+    with store.writer(), pytest.raises(AnchorStoreError, match="another build is writing"):
+        late.add(utterances)

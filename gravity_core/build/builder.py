@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -125,22 +126,48 @@ class AnchorBuilder:
         reads_turns = isinstance(extractor, TurnVectorReader) and extractor.turn_embedder == embedder.name
         self._kinds = (*ANCHOR_KINDS, TURN_KIND) if reads_turns else ANCHOR_KINDS
         self._pending_turns: dict[str, str] = {}
-        if store is not None and store.exists():
-            loaded = store.load()
-            self.kb, self.vectors = loaded.kb, loaded.vectors
-        else:
-            self.kb, self.vectors = KnowledgeBase(), AnchorVectors(embedder=embedder.name, dim=embedder.dim)
-        if self.vectors.embedder and self.vectors.embedder != embedder.name:
+        self._generation: int | None = None
+        self.kb, self.vectors = KnowledgeBase(), AnchorVectors(embedder=embedder.name, dim=embedder.dim)
+        self._reload()
+
+    def _reload(self) -> None:
+        """Take the store's current KB (another builder may have saved since this one read it)."""
+        store = self.store
+        if store is None or not store.exists():
+            return
+        loaded = store.load()
+        if loaded.vectors.embedder and loaded.vectors.embedder != self.embedder.name:
             msg = (
-                f"this KB was embedded with '{self.vectors.embedder}'; "
+                f"this KB was embedded with '{loaded.vectors.embedder}'; "
                 "build it further with the same embedder"
             )
             raise ConfigurationError(msg)
+        self.kb, self.vectors, self._generation = loaded.kb, loaded.vectors, loaded.generation
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the store's writer lock, starting from the KB as it is on disk now."""
+        if self.store is None:
+            yield
+            return
+        with self.store.writer():
+            if self.store.current_generation() != self._generation:
+                logger.info("the KB changed on disk since it was read; reading it again")
+                self._reload()
+            yield
 
     def add(
         self, utterances: Iterable[Utterance], *, progress: ProgressCallback | None = None
     ) -> BuildReport:
-        """Extract anchors from the utterances not yet in the KB and merge them in."""
+        """Extract anchors from the utterances not yet in the KB and merge them in.
+
+        Raises:
+            AnchorStoreError: another build is writing the same KB folder.
+        """
+        with self._writing():
+            return self._add(utterances, progress)
+
+    def _add(self, utterances: Iterable[Utterance], progress: ProgressCallback | None) -> BuildReport:
         report = BuildReport()
         fresh = self._fresh(utterances, report)
         batches = plan_batches(fresh, self.batch_size)
@@ -182,6 +209,10 @@ class AnchorBuilder:
             AnchorStoreError: a failed batch names an utterance the KB does not hold.
             ProviderError: the model's provider failed (the batches redone so far are saved).
         """
+        with self._writing():
+            return self._retry_failed(progress)
+
+    def _retry_failed(self, progress: ProgressCallback | None) -> BuildReport:
         report = BuildReport()
         pending = list(self.kb.build.failed_batches)
         total = sum(len(f.utterance_ids) for f in pending)
@@ -221,7 +252,7 @@ class AnchorBuilder:
         if report is not None:
             report.embedded += embedded
         if self.store is not None:
-            self.store.save(self.kb, self.vectors)
+            self._generation = self.store.save(self.kb, self.vectors)
 
     def _refresh(self) -> int:
         extra = {TURN_KIND: self._pending_turns} if TURN_KIND in self._kinds else None

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from gravity_core.store import MANIFEST, AnchorStore
+from gravity_core.store import MANIFEST, WRITER_LOCK, AnchorStore
 from tests.reliability._build_helpers import comparable, conversation, vectors_by_id
 from tests.reliability._crash_worker import SESSIONS, TURNS
 
@@ -135,7 +135,7 @@ def check_consistent_prefix(folder: Path) -> None:
 def check_final(folder: Path, ref: Reference) -> None:
     assert comparable(AnchorStore(folder).load().kb) == ref.kb
     assert vectors_by_id(folder) == ref.vectors
-    leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != WRITER_LOCK]
     assert not leftovers, leftovers
     assert 1 <= len(AnchorStore(folder).generations()) <= 2
     assert (folder / MANIFEST).is_file()
