@@ -160,9 +160,17 @@ def content_tokens(text: str, exclude: Iterable[str] = ()) -> list[Token]:
         lemma = lemmatize(word)
         if lemma in STOP_WORDS or lemma in excluded:
             continue
-        before = text[: match.start()].rstrip()
-        tokens.append(Token(lemma, surface, not before or before[-1] in '.!?:;"(['))
+        tokens.append(Token(lemma, surface, _starts_sentence(text, match.start())))
     return tokens
+
+
+def _starts_sentence(text: str, position: int) -> bool:
+    """Whether the last non-space character before ``position`` ends a sentence (or there is none)."""
+    i = position - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    return i < 0 or text[i] in '.!?:;"(['
+
 
 
 class DocumentFrequencies:

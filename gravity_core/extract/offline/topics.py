@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,12 +96,12 @@ class _ConversationStats:
         self.speakers: set[str] = set()
         self.vocatives: set[str] = set()
 
-    def update(self, utterances: Iterable[Utterance]) -> None:
+    def update(self, utterances: Iterable[Utterance], tokens: Callable[[str], list[Token]]) -> None:
         for u in utterances:
             if u.id in self.ids:
                 continue
             self.ids.add(u.id)
-            self.df.add(u.id, (t.lemma for t in content_tokens(u.full_text())))
+            self.df.add(u.id, (t.lemma for t in tokens(u.full_text())))
             self.speakers.add(u.speaker)
             for match in _VOCATIVE.finditer(u.text):
                 self.vocatives.add(match.group(1) or match.group(2))
@@ -230,6 +230,9 @@ class TopicExtractor:
         self._summary_chars = summary_chars
         self._profile_arcs = profile_arcs
         self._stats = _ConversationStats()
+        # Content words of each text seen, before names are dropped: a turn is read by the
+        # statistics, its batch and every later topic profile citing it, but tokenized once.
+        self._token_cache: dict[str, list[Token]] = {}
         self._vectors: dict[str, _Vector] = {}
         self._given: Mapping[str, _Vector] = {}
         self._keep: set[str] = set()
@@ -275,18 +278,19 @@ class TopicExtractor:
         if self._stats.ids - kb.utterances.keys() - {u.id for u in batch}:
             logger.debug("topics: another conversation, statistics recounted")
             self._stats = _ConversationStats()
-        self._stats.update(kb.utterances.values())
-        self._stats.update(batch)
+            self._token_cache.clear()
+        self._stats.update(kb.utterances.values(), self._tokens)
+        self._stats.update(batch, self._tokens)
         self._keep.clear()
 
     def _content(self, batch: Sequence[Utterance], names: frozenset[str]) -> _Content:
         utterances: list[Utterance] = []
         tokens: list[list[Token]] = []
         for u in batch:
-            if len(content_tokens(u.text, names)) < self._min_words and not u.attachments:
+            if len(self._tokens(u.text, names)) < self._min_words and not u.attachments:
                 continue
             utterances.append(u)
-            tokens.append(content_tokens(u.full_text(), names))
+            tokens.append(self._tokens(u.full_text(), names))
         vectors = self._embed([u.full_text() for u in utterances])
         return _Content(utterances, tokens, vectors)
 
@@ -395,6 +399,15 @@ class TopicExtractor:
             return cosine
         return cosine + self._keyword_weight * _bag_cosine(segment.bag, bag)
 
+    def _tokens(self, text: str, names: frozenset[str] = frozenset()) -> list[Token]:
+        """``content_tokens(text, names)``, from the instance's cache."""
+        tokens = self._token_cache.get(text)
+        if tokens is None:
+            tokens = self._token_cache[text] = content_tokens(text)
+        if not names:
+            return tokens
+        return [t for t in tokens if t.lemma not in names and t.surface.lower() not in names]
+
     def _bag(self, docs: Sequence[Sequence[Token]]) -> dict[str, float]:
         """TF-IDF profile of some turns: each lemma counted once per turn, sublinear in the count."""
         counts: dict[str, int] = {}
@@ -420,7 +433,7 @@ class TopicExtractor:
             if i in kb.utterances
         ]
         if cited:
-            docs = [content_tokens(u.full_text(), names) for u in cited]
+            docs = [self._tokens(u.full_text(), names) for u in cited]
             vectors = self._embed([u.full_text() for u in cited])
             return _centroid(vectors, docs), self._bag(docs)
         words = [Token(lemmatize(w.casefold()), w, False) for k in topic.keywords for w in k.split()]
