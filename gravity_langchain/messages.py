@@ -93,6 +93,8 @@ def utterances_from_messages(
       ``"time"``, ``"created_at"``): an ISO 8601 string, a datetime or epoch seconds; a time
       without zone is taken as UTC. Otherwise ``default_time``.
     - session: ``additional_kwargs["session"]`` if set, else ``session``.
+    - attachments: ``additional_kwargs["attachments"]``, a list of descriptions of what was
+      shared (e.g. an image caption), as in :attr:`Utterance.attachments`.
     - id: ``message.id``, else ``"<session>:<n>"`` with ``n`` the 1-based position in
       ``messages``, so ids stay stable when the same history grows.
 
@@ -128,8 +130,30 @@ def utterances_from_messages(
                 record=record,
                 field="timestamp",
             )
-        out.append(Utterance(id=record, speaker=speaker, text=text, session=session_id, timestamp=moment))
+        out.append(
+            Utterance(
+                id=record,
+                speaker=speaker,
+                text=text,
+                session=session_id,
+                timestamp=moment,
+                attachments=_attachments(message, record),
+            )
+        )
     return out
+
+
+def _attachments(message: BaseMessage, record: str) -> list[str]:
+    value = message.additional_kwargs.get("attachments")
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InputDataError(
+            f"additional_kwargs['attachments'] must be a list of strings, got {type(value).__name__}",
+            record=record,
+            field="attachments",
+        )
+    return [item for item in value if item.strip()]
 
 
 def build_kb_from_messages(

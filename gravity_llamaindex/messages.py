@@ -71,6 +71,7 @@ def utterances_from_chat_messages(
     - ``timestamp``: a tz-aware datetime, a date, an ISO 8601 string or a Unix time; otherwise the
       ``timestamp`` argument, else the current UTC time. Relative times such as "yesterday" are
       resolved against it.
+    - ``attachments``: descriptions of what was shared (a list of strings, e.g. image captions).
     - ``id``: the utterance id; otherwise ``"<session>:<n>"``, n counting the session's turns in
       ``messages`` from 1. Pass the whole history each time (turns already in the KB are skipped),
       or give messages explicit ids.
@@ -104,7 +105,14 @@ def utterances_from_chat_messages(
         when = _timestamp(raw_time, record=turn_id) if raw_time is not None else default_time
         try:
             out.append(
-                Utterance(id=turn_id, speaker=speaker, text=text, session=turn_session, timestamp=when)
+                Utterance(
+                    id=turn_id,
+                    speaker=speaker,
+                    text=text,
+                    session=turn_session,
+                    timestamp=when,
+                    attachments=extra.get("attachments") or [],
+                )
             )
         except ValidationError as exc:
             problem = exc.errors()[0]

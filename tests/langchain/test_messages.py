@@ -143,3 +143,17 @@ def test_a_changed_message_under_a_known_id_is_refused(tmp_path: Path) -> None:
     build_kb_from_messages([HumanMessage("I live in Leeds.", name="Maya")], tmp_path, **kwargs)
     with pytest.raises(InputDataError, match="session_1:1"):
         build_kb_from_messages([HumanMessage("I live in Bristol.", name="Maya")], tmp_path, **kwargs)
+
+
+def test_attachments_travel_in_additional_kwargs() -> None:
+    when = datetime(2024, 3, 9, 10, 0, tzinfo=UTC)
+    shared = HumanMessage(
+        "Look what I made!", name="Maya", additional_kwargs={"attachments": ["a blue clay bowl", " "]}
+    )
+    [utterance] = utterances_from_messages([shared], default_time=when)
+    assert utterance.attachments == ["a blue clay bowl"]
+    assert "a blue clay bowl" in utterance.full_text()
+
+    bad = HumanMessage("Look!", name="Maya", id="m-1", additional_kwargs={"attachments": "a bowl"})
+    with pytest.raises(InputDataError, match="attachments"):
+        utterances_from_messages([bad], default_time=when)

@@ -311,3 +311,16 @@ def test_build_with_a_llamaindex_llm_then_update_without_new_calls(
     assert len(llm.chats) == 1
     engine = GravityEngine.from_dir(tmp_path, embedder=hashing)
     assert "S2:6" in engine.kb.utterances
+
+
+def test_chat_message_attachments_become_utterance_attachments() -> None:
+    when = datetime(2024, 3, 9, 10, 0, tzinfo=UTC)
+    shared = ChatMessage(
+        role=MessageRole.USER, content="Look what I made!", additional_kwargs={"attachments": ["a clay bowl"]}
+    )
+    [utterance] = utterances_from_chat_messages([shared], timestamp=when)
+    assert utterance.attachments == ["a clay bowl"] and "a clay bowl" in utterance.full_text()
+
+    bad = ChatMessage(role=MessageRole.USER, content="Look!", additional_kwargs={"attachments": "a bowl"})
+    with pytest.raises(InputDataError, match="attachments"):
+        utterances_from_chat_messages([bad], timestamp=when)
