@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
 
+from gravity_core.anchor_vectors import expansion_key
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
@@ -47,11 +48,6 @@ _FACT_ORDER = attrgetter("confidence", "mentions", "last_seen")
 def _words(identifier: str) -> str:
     """'relationship_status' -> 'relationship status'."""
     return identifier.replace("_", " ").strip()
-
-
-def _key(text: str) -> str:
-    """Case- and whitespace-insensitive identity of an expansion."""
-    return " ".join(text.casefold().split())
 
 
 def _distinct(texts: Iterable[str], seen: set[str] | None = None) -> Iterator[str]:
@@ -154,7 +150,7 @@ def topic_expansions(topic: TopicAnchor, limit: int | None = None) -> list[str]:
 
 def _take_turns(queues: Sequence[Iterator[str]], budget: int, exclude: str) -> list[str]:
     """Round robin over ``queues``: one new text each per round; an exhausted queue drops out."""
-    seen = {_key(exclude)}
+    seen = {expansion_key(exclude)}
     live = list(queues)
     out: list[str] = []
     while live and len(out) < budget:
