@@ -61,7 +61,8 @@ class GravityFusionRetriever(BaseRetriever):
     1. takes the queries: the question, then the expansions. When the bundle came through
        :class:`~gravity_llamaindex.GravityQueryTransform` (its ``custom_embedding_strs`` hold more
        than the question) those strings are used as they are; otherwise the engine is asked.
-    2. embeds every query with the index's embedding model: one ``get_query_embedding`` per query,
+    2. embeds every query with the index's embedding model (except the expansions whose vectors
+       the build stored, when that model is the KB's embedder): one ``get_query_embedding`` per query,
        or one text batch (``get_text_embedding_batch``) when ``batch_embed`` is on. With a
        :class:`~gravity_llamaindex.GravityEmbedding` on the KB's own embedder, the question's
        vector is also handed to the engine, so nothing is embedded twice.
@@ -196,6 +197,7 @@ class GravityFusionRetriever(BaseRetriever):
                 known.update(self._embed([bundle.query_str]))
             context = self._provider.get(bundle.query_str, query_embedding=self._engine_vector(bundle, known))
             queries = merge_queries([bundle.query_str], context.expansions)
+        known.update(self._stored(queries, known))
         missing = [q for q in queries if q not in known]
         known.update(self._embed(missing))
         return queries, known
@@ -211,9 +213,18 @@ class GravityFusionRetriever(BaseRetriever):
             vector = self._engine_vector(bundle, known)
             context = await self._provider.aget(bundle.query_str, query_embedding=vector)
             queries = merge_queries([bundle.query_str], context.expansions)
+        known.update(self._stored(queries, known))
         missing = [q for q in queries if q not in known]
         known.update(await self._aembed(missing))
         return queries, known
+
+    def _stored(self, queries: list[str], known: dict[str, Embedding]) -> dict[str, Embedding]:
+        """Vectors the build stored for these queries, when the index embeds with the KB's embedder."""
+        if not self._shares_engine_embedder():
+            return {}
+        rest = [q for q in queries if q not in known]
+        stored = self._provider.engine.known_expansion_vectors(rest)
+        return {q: v.tolist() for q, v in zip(rest, stored, strict=True) if v is not None}
 
     def _engine_vector(self, bundle: QueryBundle, known: dict[str, Embedding]) -> Embedding | None:
         return known.get(bundle.query_str) if self._shares_engine_embedder() else None

@@ -6,6 +6,7 @@ import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
@@ -18,6 +19,7 @@ from gravity_llamaindex import (
     nodes_from_utterances,
     reciprocal_rank_fusion,
 )
+from tests.spies import EmbedderSpy
 
 from .conftest import QUESTION, same_vector, vector_of
 from .fakes import CountingEmbedding, CountingGravityEmbedding, ScriptedRetriever
@@ -212,3 +214,26 @@ def test_bad_arguments_raise_configuration_errors(engine: GravityEngine) -> None
         GravityFusionRetriever(ScriptedRetriever(), "not an engine")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="constant must be >= 0"):
         reciprocal_rank_fusion([], k=-1)
+
+
+async def test_expansion_vectors_stored_by_the_build_are_not_embedded_again(
+    built: AnchorBuilder, hashing: HashingEmbedder
+) -> None:
+    engine = GravityEngine.from_builder(built)  # carries the build's expansion vectors
+    expansions = engine.query(QUESTION).expansions
+    known = engine.known_expansion_vectors(expansions)
+    missing = [text for text, vector in zip(expansions, known, strict=True) if vector is None]
+    assert len(missing) < len(expansions)
+
+    for run in ("sync", "async"):
+        spy = EmbedderSpy(hashing)  # same name as the KB's embedder, so it counts as shared
+        host = ScriptedRetriever()
+        retriever = GravityFusionRetriever(host, engine, embed_model=GravityEmbedding(spy))
+        if run == "sync":
+            retriever.retrieve(QUESTION)
+        else:
+            await retriever.aretrieve(QUESTION)
+        # the question, then only the expansions the build did not store
+        assert spy.calls == [[QUESTION], *([missing] if missing else [])]
+        for bundle in host.bundles:
+            assert same_vector(bundle.embedding, vector_of(hashing, bundle.query_str))
