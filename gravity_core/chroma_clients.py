@@ -19,9 +19,16 @@ from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from gravity_core.errors import AnchorStoreError, ConfigurationError, MissingDependencyError, ProviderError
+from gravity_core.errors import (
+    AnchorStoreError,
+    ConfigurationError,
+    GravityError,
+    MissingDependencyError,
+    ProviderError,
+)
 
 __all__ = [
+    "ChromaEndpoint",
     "ChromaRetry",
     "is_transient",
     "persistent_client",
@@ -188,3 +195,70 @@ def server_client(
             f"cannot connect to the Chroma server at {url}{tries} (is `chroma run` up?): {exc}",
             provider="chroma",
         ) from exc
+
+
+@dataclass(frozen=True)
+class ChromaEndpoint:
+    """Where a Chroma client points, and how requests to it are retried and reported.
+
+    A server is retried while it does not answer (:class:`ChromaRetry`); a local database is not.
+    Failures become a :class:`~gravity_core.errors.ProviderError` naming the server's URL, or an
+    :class:`~gravity_core.errors.AnchorStoreError` naming the database folder.
+
+    Attributes:
+        url: the server's URL; "" for a local database.
+        path: the database folder, or "in-memory"; "" for a server.
+        retry: how a server that does not answer is retried.
+    """
+
+    url: str
+    path: str
+    retry: ChromaRetry
+
+    @classmethod
+    def of(cls, client: Any, retry: ChromaRetry | None = None) -> ChromaEndpoint:
+        """The endpoint of a ``chromadb`` client (HTTP, persistent or ephemeral)."""
+        settings = client.get_settings()
+        policy = retry or ChromaRetry()
+        if str(settings.chroma_api_impl).endswith("FastAPI"):
+            url = server_url(
+                str(settings.chroma_server_host),
+                int(settings.chroma_server_http_port or 0),
+                ssl=bool(settings.chroma_server_ssl_enabled),
+            )
+            return cls(url, "", policy)
+        return cls("", str(settings.persist_directory) if settings.is_persistent else "in-memory", policy)
+
+    @property
+    def where(self) -> str:
+        """The URL or the folder, as messages name it."""
+        return self.url or self.path
+
+    def retried(self, request: Callable[[], _T], what: str) -> _T:
+        """``request()``, retried while a server does not answer; failures are raised as they are."""
+        if not self.url:
+            return request()
+        return self.retry.call(request, what=f"{what} at {self.url}")
+
+    def call(self, what: str, request: Callable[[], _T]) -> _T:
+        """``request()`` through :meth:`retried`; a Chroma or transport failure becomes :meth:`failure`."""
+        try:
+            return self.retried(request, what)
+        except GravityError:
+            raise
+        except Exception as exc:
+            raise self.failure(what, exc) from exc
+
+    def failure(self, what: str, exc: Exception) -> GravityError:
+        """ProviderError naming the URL for a server, AnchorStoreError naming the folder otherwise."""
+        detail = f"{type(exc).__name__}: {exc}"
+        if self.url:
+            tries = (
+                f" after {self.retry.attempts} attempts"
+                if is_transient(exc) and self.retry.attempts > 1
+                else ""
+            )
+            return ProviderError(
+                f"Chroma server at {self.url} failed to {what}{tries}: {detail}", provider="chroma"
+            )
+        return AnchorStoreError(f"Chroma failed to {what}: {detail}", path=self.path)

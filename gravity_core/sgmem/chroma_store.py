@@ -20,19 +20,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from gravity_core.chroma_clients import (
+    ChromaEndpoint,
     ChromaRetry,
-    is_transient,
     persistent_client,
     require_chromadb,
     server_client,
-    server_url,
 )
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import (
-    AnchorStoreError,
     ConfigurationError,
-    GravityError,
-    ProviderError,
 )
 
 if TYPE_CHECKING:
@@ -91,20 +87,9 @@ class ChromaSGMemStore:
     def __init__(self, client: ClientAPI, name: str, *, retry: ChromaRetry | None = None) -> None:
         self._client = client
         self._name = name
-        self._retry = retry or ChromaRetry()
         self._names = {kind: _collection_name(name, kind) for kind in _KINDS}
         self._collections: dict[StoreKind, Collection] = {}
-        settings = client.get_settings()
-        if str(settings.chroma_api_impl).endswith("FastAPI"):
-            self._where = server_url(
-                str(settings.chroma_server_host),
-                int(settings.chroma_server_http_port or 0),
-                ssl=bool(settings.chroma_server_ssl_enabled),
-            )
-            self._remote = True
-        else:
-            self._where = str(settings.persist_directory) if settings.is_persistent else "in-memory"
-            self._remote = False
+        self._endpoint = ChromaEndpoint.of(client, retry)
 
     @classmethod
     def persistent(cls, path: str, name: str) -> ChromaSGMemStore:
@@ -220,21 +205,4 @@ class ChromaSGMemStore:
 
     def _call(self, what: str, request: Callable[[], _T]) -> _T:
         """``request()``, retried while the server does not answer; failures become GravityErrors."""
-        try:
-            if self._remote:
-                return self._retry.call(request, what=f"{what} at {self._where}")
-            return request()
-        except GravityError:
-            raise
-        except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            if self._remote:
-                tries = (
-                    f" after {self._retry.attempts} attempts"
-                    if is_transient(exc) and self._retry.attempts > 1
-                    else ""
-                )
-                raise ProviderError(
-                    f"Chroma server at {self._where} failed to {what}{tries}: {detail}", provider="chroma"
-                ) from exc
-            raise AnchorStoreError(f"Chroma failed to {what}: {detail}", path=self._where) from exc
+        return self._endpoint.call(what, request)

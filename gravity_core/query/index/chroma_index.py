@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -22,18 +22,15 @@ import numpy as np
 
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.chroma_clients import (
+    ChromaEndpoint,
     ChromaRetry,
-    is_transient,
     persistent_client,
     require_chromadb,
     server_client,
 )
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import (
-    AnchorStoreError,
     ConfigurationError,
-    GravityError,
-    ProviderError,
 )
 from gravity_core.query.index.base import query_vector
 from gravity_core.schema import AnchorKind
@@ -146,9 +143,8 @@ class ChromaAnchorIndex:
     def __init__(self, client: ClientAPI, kb_name: str, *, retry: ChromaRetry | None = None) -> None:
         self._client = client
         self._kb_name = kb_name
-        self._retry = retry or ChromaRetry()
         self._names = {kind: collection_name(kb_name, kind) for kind in AnchorKind}
-        self._url, self._path = _location(client)
+        self._endpoint = ChromaEndpoint.of(client, retry)
         self._collections: dict[AnchorKind, Collection] = {}
         self._embedder = ""
         self._dim = 0
@@ -209,7 +205,7 @@ class ChromaAnchorIndex:
             ConfigurationError: the index was never synced.
         """
         collection = self._collection(kind)
-        return self._call(f"count {collection.name}", lambda: int(collection.count()))
+        return self._endpoint.call(f"count {collection.name}", lambda: int(collection.count()))
 
     def sync(self, vectors: AnchorVectors, *, batch_size: int = 1000) -> SyncReport:
         """Make the collections mirror ``vectors``.
@@ -233,7 +229,7 @@ class ChromaAnchorIndex:
         """
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
-        limit = self._call("read the maximum batch size", self._client.get_max_batch_size)
+        limit = self._endpoint.call("read the maximum batch size", self._client.get_max_batch_size)
         batch = max(1, min(batch_size, int(limit)))
         upserted = deleted = 0
         recreated: list[AnchorKind] = []
@@ -260,7 +256,7 @@ class ChromaAnchorIndex:
             return []
         wanted = limit + 1
         while True:
-            result = self._call(
+            result = self._endpoint.call(
                 f"query {collection.name}",
                 partial(
                     collection.query,
@@ -291,7 +287,7 @@ class ChromaAnchorIndex:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        result = self._call(
+        result = self._endpoint.call(
             f"get from {collection.name}", lambda: collection.get(ids=wanted, include=["embeddings"])
         )
         found = list(result["ids"])
@@ -312,12 +308,12 @@ class ChromaAnchorIndex:
         rebuilt = False
         if collection is not None and _embedder_of(collection) != (vectors.embedder, vectors.dim):
             logger.info("chroma collection %s was made by another embedder: rebuilding it", name)
-            self._call(f"delete collection {name}", lambda: self._delete_collection(name))
+            self._endpoint.call(f"delete collection {name}", lambda: self._delete_collection(name))
             self._collections.pop(kind, None)
             collection, rebuilt = None, True
         if collection is None:
             # get_or_create: a retry after a lost answer finds the collection the first try made.
-            collection = self._call(
+            collection = self._endpoint.call(
                 f"create collection {name}",
                 lambda: self._client.get_or_create_collection(
                     name,
@@ -327,10 +323,10 @@ class ChromaAnchorIndex:
             )
             self._collections[kind] = collection
         current = collection
-        stored_count = self._call(f"count {name}", lambda: int(current.count()))
+        stored_count = self._endpoint.call(f"count {name}", lambda: int(current.count()))
         if (collection.metadata or {}).get(_KB_DIGEST) == digest and stored_count == len(rows.ids):
             return 0, 0, rebuilt
-        stored = self._call(f"read {name}", lambda: current.get(include=["metadatas"]))
+        stored = self._endpoint.call(f"read {name}", lambda: current.get(include=["metadatas"]))
         stored_digest = {
             anchor_id: (meta or {}).get(_ROW_DIGEST)
             for anchor_id, meta in zip(stored["ids"], stored["metadatas"] or [], strict=True)
@@ -347,7 +343,7 @@ class ChromaAnchorIndex:
         # last: a sync cut short leaves it stale, and the next sync reads the rows and completes them.
         for start in range(0, len(changed), batch):
             part = changed[start : start + batch]
-            self._call(
+            self._endpoint.call(
                 f"upsert into {name}",
                 partial(
                     current.upsert,
@@ -357,8 +353,9 @@ class ChromaAnchorIndex:
                 ),
             )
         for start in range(0, len(gone), batch):
-            self._call(f"delete from {name}", partial(current.delete, ids=gone[start : start + batch]))
-        self._call(
+            delete = partial(current.delete, ids=gone[start : start + batch])
+            self._endpoint.call(f"delete from {name}", delete)
+        self._endpoint.call(
             f"update metadata of {name}",
             lambda: current.modify(
                 metadata={_EMBEDDER: vectors.embedder, _DIM: vectors.dim, _KB_DIGEST: digest}
@@ -380,13 +377,13 @@ class ChromaAnchorIndex:
 
         name = self._names[kind]
         try:
-            collection = self._retried(
+            collection = self._endpoint.retried(
                 lambda: self._client.get_collection(name, embedding_function=None), f"open collection {name}"
             )
         except NotFoundError:
             return None
         except Exception as exc:
-            raise self._failure(f"open collection {name}", exc) from exc
+            raise self._endpoint.failure(f"open collection {name}", exc) from exc
         self._collections[kind] = collection
         return collection
 
@@ -395,51 +392,11 @@ class ChromaAnchorIndex:
         if collection is None:
             raise ConfigurationError(
                 f"the Chroma anchor index of KB {self._kb_name!r} has no collection {self._names[kind]!r} "
-                f"at {self._url or self._path}: call sync(vectors) first"
+                f"at {self._endpoint.where}: call sync(vectors) first"
             )
         return collection
-
-    def _retried(self, request: Callable[[], _T], what: str) -> _T:
-        """``request()``, retried while a Chroma server does not answer (a local database is not retried)."""
-        if not self._url:
-            return request()
-        return self._retry.call(request, what=f"{what} at {self._url}")
-
-    def _call(self, what: str, request: Callable[[], _T]) -> _T:
-        """``request()`` with retries; a Chroma or transport failure becomes :meth:`_failure`."""
-        try:
-            return self._retried(request, what)
-        except GravityError:
-            raise
-        except Exception as exc:
-            raise self._failure(what, exc) from exc
-
-    def _failure(self, what: str, exc: Exception) -> GravityError:
-        """ProviderError naming the URL for a server, AnchorStoreError naming the folder for a local DB."""
-        detail = f"{type(exc).__name__}: {exc}"
-        if self._url:
-            tries = (
-                f" after {self._retry.attempts} attempts"
-                if is_transient(exc) and self._retry.attempts > 1
-                else ""
-            )
-            return ProviderError(
-                f"Chroma server at {self._url} failed to {what}{tries}: {detail}", provider="chroma"
-            )
-        return AnchorStoreError(f"Chroma failed to {what}: {detail}", path=self._path)
 
 
 def _embedder_of(collection: Collection) -> tuple[str, int]:
     metadata = collection.metadata or {}
     return str(metadata.get(_EMBEDDER, "")), int(metadata.get(_DIM, 0) or 0)
-
-
-def _location(client: ClientAPI) -> tuple[str, str]:
-    """``(server URL, "")`` for an HTTP client, else ``("", database folder or "in-memory")``."""
-    settings = client.get_settings()
-    if str(settings.chroma_api_impl).endswith("FastAPI"):
-        scheme = "https" if settings.chroma_server_ssl_enabled else "http"
-        return f"{scheme}://{settings.chroma_server_host}:{settings.chroma_server_http_port}", ""
-    if settings.is_persistent:
-        return "", str(settings.persist_directory)
-    return "", "in-memory"
