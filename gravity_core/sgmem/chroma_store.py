@@ -13,9 +13,9 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -27,9 +27,7 @@ from gravity_core.chroma_clients import (
     server_client,
 )
 from gravity_core.embeddings.base import Matrix
-from gravity_core.errors import (
-    ConfigurationError,
-)
+from gravity_core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -39,7 +37,6 @@ __all__ = ["ChromaSGMemStore", "StoreKind", "text_digest"]
 
 logger = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
 StoreKind = Literal["sentence", "memory"]
 _KINDS: tuple[StoreKind, ...] = ("sentence", "memory")
 _PURPOSE = "The Chroma store of SGMem"
@@ -126,7 +123,7 @@ class ChromaSGMemStore:
         collection = self._collections.get(kind)
         if collection is None:
             return 0
-        return self._call(f"count {collection.name}", lambda: int(collection.count()))
+        return self._endpoint.call(f"count {collection.name}", lambda: int(collection.count()))
 
     def sync(
         self, kind: StoreKind, ids: Sequence[str], matrix: Matrix, texts: Sequence[str], embedder: str
@@ -141,13 +138,13 @@ class ChromaSGMemStore:
         open_collection = partial(
             self._client.get_or_create_collection, name, metadata=metadata, embedding_function=None
         )
-        collection = self._call(f"open collection {name}", open_collection)
+        collection = self._endpoint.call(f"open collection {name}", open_collection)
         if (collection.metadata or {}).get(_EMBEDDER) != embedder:
             logger.info("chroma collection %s was made by another embedder: rebuilding it", name)
-            self._call(f"delete collection {name}", partial(self._delete_collection, name))
-            collection = self._call(f"recreate collection {name}", open_collection)
+            self._endpoint.call(f"delete collection {name}", partial(self._delete_collection, name))
+            collection = self._endpoint.call(f"recreate collection {name}", open_collection)
         self._collections[kind] = collection
-        stored = self._call(f"read {name}", partial(collection.get, include=["metadatas"]))
+        stored = self._endpoint.call(f"read {name}", partial(collection.get, include=["metadatas"]))
         have = {
             i: (m or {}).get(_ROW_DIGEST)
             for i, m in zip(stored["ids"], stored["metadatas"] or [], strict=True)
@@ -156,13 +153,14 @@ class ChromaSGMemStore:
         changed = [n for n, (i, d) in enumerate(zip(ids, digests, strict=True)) if have.get(i) != d]
         wanted = set(ids)
         gone = [i for i in have if i not in wanted]
-        batch = max(1, int(self._call("read the maximum batch size", self._client.get_max_batch_size)))
+        limit = self._endpoint.call("read the maximum batch size", self._client.get_max_batch_size)
+        batch = max(1, int(limit))
         rows = np.ascontiguousarray(matrix, dtype=np.float32)
         # Upserts and deletes are idempotent: a retried batch, or the next sync after a failed one,
         # brings the collection to exactly these rows.
         for start in range(0, len(changed), batch):
             part = changed[start : start + batch]
-            self._call(
+            self._endpoint.call(
                 f"upsert into {name}",
                 partial(
                     collection.upsert,
@@ -172,7 +170,8 @@ class ChromaSGMemStore:
                 ),
             )
         for start in range(0, len(gone), batch):
-            self._call(f"delete from {name}", partial(collection.delete, ids=gone[start : start + batch]))
+            delete = partial(collection.delete, ids=gone[start : start + batch])
+            self._endpoint.call(f"delete from {name}", delete)
         return len(changed) + len(gone)
 
     def top(self, kind: StoreKind, query: Matrix, limit: int) -> list[tuple[str, float]]:
@@ -190,7 +189,7 @@ class ChromaSGMemStore:
                 query_embeddings=vector, n_results=min(limit, count), include=["distances"]
             )
 
-        result = self._call(f"query {collection.name}", search)
+        result = self._endpoint.call(f"query {collection.name}", search)
         if result is None:
             return []
         distances = result["distances"][0] if result["distances"] else []
@@ -203,6 +202,3 @@ class ChromaSGMemStore:
         with contextlib.suppress(NotFoundError):  # gone already: a retry after a lost answer
             self._client.delete_collection(name)
 
-    def _call(self, what: str, request: Callable[[], _T]) -> _T:
-        """``request()``, retried while the server does not answer; failures become GravityErrors."""
-        return self._endpoint.call(what, request)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,9 +29,7 @@ from gravity_core.chroma_clients import (
     server_client,
 )
 from gravity_core.embeddings.base import Matrix
-from gravity_core.errors import (
-    ConfigurationError,
-)
+from gravity_core.errors import ConfigurationError
 from gravity_core.query.index.base import query_vector
 from gravity_core.schema import AnchorKind
 
@@ -43,7 +41,6 @@ __all__ = ["ChromaAnchorIndex", "SyncReport", "collection_name"]
 
 logger = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
 _PURPOSE = "The Chroma anchor index"
 _NAME_MAX = 512
 _UNSAFE = re.compile(r"[^a-zA-Z0-9._-]+")
