@@ -23,6 +23,7 @@ __all__ = [
     "date_or_none",
     "hit",
     "month_ok",
+    "placed_day",
     "preceded_by",
     "recent_date",
     "recent_month",
@@ -97,6 +98,12 @@ def recent_date(month: int, dom: int, ctx: ScanContext, pos: int) -> date | None
                 return d
         return None
 
+    return placed_day(ctx, pos, occurrence)
+
+
+def placed_day(ctx: ScanContext, pos: int, occurrence: Callable[[bool], date | None]) -> date | None:
+    """The occurrence (``occurrence(future)``) the tense of the sentence at ``pos`` asks for: the
+    past one, the future one, or the nearer of the two when the sentence has no tense cue."""
     cue = ctx.cue_at(pos)
     if cue is not None:
         return occurrence(cue == "future")

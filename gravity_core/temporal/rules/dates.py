@@ -31,6 +31,7 @@ from gravity_core.temporal.rules.base import (
     date_or_none,
     hit,
     month_ok,
+    placed_day,
     recent_date,
     recent_month,
     year_of,
@@ -132,22 +133,16 @@ def _day_of_month(m: re.Match[str], ctx: ScanContext) -> Hit | None:
     dom = int(m["d"])
     ref = ctx.ref
 
-    def occurrence(step: int) -> date | None:
+    def occurrence(future: bool) -> date | None:
+        step = 1 if future else -1
         for k in range(0, 3):
             first = add_months(ref.replace(day=1), step * k)
             d = date_or_none(first.year, first.month, dom)
-            if d is not None and (d >= ref if step > 0 else d <= ref):
+            if d is not None and (d >= ref if future else d <= ref):
                 return d
         return None
 
-    cue = ctx.cue_at(m.start())
-    if cue is not None:
-        found = occurrence(1 if cue == "future" else -1)
-    else:
-        past, upcoming = occurrence(-1), occurrence(1)
-        found = past or upcoming
-        if past is not None and upcoming is not None and (upcoming - ref) < (ref - past):
-            found = upcoming
+    found = placed_day(ctx, m.start(), occurrence)
     return hit(m, day(found), "core") if found is not None else None
 
 
