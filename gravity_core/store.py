@@ -3,7 +3,7 @@
 Layout of a KB folder::
 
     manifest.json            schema version, current generation, counts, embedder
-    g000007/                 one complete generation of the KB
+    g000007/                 one complete generation of the KB (.gravity-generation.json marks it as ours)
         utterances.json  entities.json  events.json  topics.json  summaries.json  build.json
         vectors.json             ids and text digests of each kind's rows
         vectors-entity.npy  vectors-event.npy  vectors-topic.npy  vectors-summary.npy
@@ -16,6 +16,11 @@ therefore sees the old KB or the new one, never a mix, and a crash mid-save leav
 generation in force. The previous generation is kept: readers that read its manifest can finish
 (a reader whose generation is pruned under it reads the new manifest and starts again), and a
 damaged current generation can be rolled back to it (:meth:`AnchorStore.rollback`).
+
+The store deletes only generation folders it can prove it wrote (exact name and marker file, see
+:mod:`gravity_core.generation_dirs`), and only after a manifest naming them is written. It refuses
+a folder that is neither new, empty, nor a KB, and refuses to build on generations whose manifest
+is lost (a rollback writes the manifest again).
 
 A file that is missing, truncated, not of its format or whose digest does not match raises
 :class:`~gravity_core.errors.AnchorStoreError` naming the file, and saying which earlier generation
@@ -30,7 +35,6 @@ import io
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Collection, Iterator
@@ -44,16 +48,29 @@ from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
+from gravity_core.generation_dirs import (
+    MARKER,
+    WRITER_LOCK,
+    check_output_folder,
+    first_saves,
+    fsync_dir,
+    generation_folder,
+    next_generation,
+    owned_generations,
+    remove_generations,
+    stage_generation,
+    writer_lock,
+)
 from gravity_core.schema import SCHEMA_VERSION, KnowledgeBase
 
-__all__ = ["MANIFEST", "AnchorStore", "LoadedKB", "write_json_atomic"]
+__all__ = ["MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "write_json_atomic"]
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-#: The lock file builds hold while they write (empty; see :meth:`AnchorStore.writer`).
-WRITER_LOCK = ".writer.lock"
-_GENERATION = re.compile(r"^g(\d{6})$")
+#: The format name in each generation folder's marker.
+FORMAT = "gravity-kb"
+CACHE = "cache"
 _PARTS = ("utterances", "entities", "events", "topics", "summaries", "build")
 CHECKSUMS = "checksums.json"
 _DIGEST = "blake2b-128"
@@ -74,20 +91,6 @@ def _digest_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a rename inside ``path`` durable (best effort: not every platform can open a folder)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class _SchemaMismatch(AnchorStoreError):
     """A manifest of another schema version: not damage, so no rollback is suggested."""
 
@@ -103,6 +106,9 @@ def _manifest_problem(manifest: Any) -> str | None:
         return "corrupt: its contents do not match its own digest"
     if not isinstance(manifest.get("checksums"), str | None):
         return "'checksums' is not a digest"
+    kept = manifest.get("generations")
+    if kept is not None and not (isinstance(kept, list) and all(type(g) is int for g in kept)):
+        return "'generations' is not a list of generation numbers"
     return None
 
 
@@ -152,7 +158,7 @@ class AnchorStore:
     @property
     def cache_dir(self) -> Path:
         """Where model responses for builds of this KB are cached."""
-        return self.directory / "cache"
+        return self.directory / CACHE
 
     def exists(self) -> bool:
         """Whether the folder holds a KB."""
@@ -164,49 +170,68 @@ class AnchorStore:
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[None]:
-        """Hold the folder's writer lock: one build at a time (across processes).
-
-        The lock is an OS file lock on ``.writer.lock`` in the folder, released when the block
-        ends or the process dies (a SIGKILLed build leaves no stale lock).
+        """Hold the folder's writer lock: one build at a time (:func:`.generation_dirs.writer_lock`).
 
         Raises:
             AnchorStoreError: another build holds it.
         """
-        from filelock import FileLock, Timeout
-
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / WRITER_LOCK
-        lock = FileLock(path, timeout=0, is_singleton=False)
-        try:
-            lock.acquire()
-        except Timeout as exc:
-            raise AnchorStoreError(
-                "another build is writing this KB; wait for it to finish", path=str(self.directory)
-            ) from exc
-        try:
+        with writer_lock(self.directory):
             yield
-        finally:
-            lock.release()
+
+    def check_output(self) -> None:
+        """Refuse a folder that is not new, empty or a KB, or whose manifest is lost.
+
+        Raises:
+            AnchorStoreError: the folder is a file; holds other things and no KB; or holds
+                generation folders but no manifest (the message points to :meth:`rollback`).
+        """
+        if not (self.directory / MANIFEST).exists():
+            check_output_folder(self.directory, FORMAT, {WRITER_LOCK, CACHE}, self._rollback_hint())
+
+    def prepare_build(self) -> None:
+        """Before a build reads the folder: adopt a first save killed before its manifest, or refuse.
+
+        A folder whose only generation is its first save and that has no manifest is either a
+        first build killed between its two renames or a one-save KB whose manifest was lost; either
+        way that generation is made current (as :meth:`rollback` would), so nothing is lost.
+
+        Raises:
+            AnchorStoreError: see :meth:`check_output`.
+        """
+        if self.exists():
+            return
+        generations = self._generations()
+        if generations and generations == first_saves(self.directory, FORMAT):
+            with contextlib.suppress(AnchorStoreError):
+                adopted = self._rollback()
+                logger.warning("%s had no manifest; its first save g%06d is current", self.directory, adopted)
+                return
+        self.check_output()
 
     def save(self, kb: KnowledgeBase, vectors: AnchorVectors) -> int:
-        """Write ``kb`` and ``vectors`` as a new generation; returns its number."""
-        if self.directory.exists() and not self.directory.is_dir():
-            raise AnchorStoreError("is not a folder", path=str(self.directory))
+        """Write ``kb`` and ``vectors`` as a new generation; returns its number.
+
+        Raises:
+            AnchorStoreError: the folder is refused by :meth:`check_output`, or its manifest is
+                unreadable (then nothing is written: :meth:`rollback` first).
+        """
+        self.check_output()
         self.directory.mkdir(parents=True, exist_ok=True)
-        previous = self._peek_generation()
-        generation = max(self._generations(), default=0) + 1
-        final = self.directory / f"g{generation:06d}"
-        staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".g{generation:06d}."))
+        previous = self._read_manifest()["generation"] if self.exists() else None
+        generation = next_generation(self.directory)
+        final = generation_folder(self.directory, generation)
+        staging = stage_generation(self.directory, generation, FORMAT, previous)
         try:
             self._write_generation(staging, kb, vectors)
-            _fsync_dir(staging)
+            fsync_dir(staging)
             os.replace(staging, final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _fsync_dir(self.directory)
-        self._write_manifest(generation, kb, vectors.embedder)
-        self._prune(keep={generation} if previous is None else {generation, previous})
+        fsync_dir(self.directory)
+        on_disk = self._generations()
+        self._write_manifest(generation, kb, vectors.embedder, on_disk)
+        remove_generations(self.directory, FORMAT, set(on_disk) - {generation, previous})
         logger.info("saved KB generation %d to %s", generation, self.directory)
         return generation
 
@@ -253,15 +278,20 @@ class AnchorStore:
         """Make the newest generation before the current one that loads the current one again.
 
         For a KB whose current generation is damaged (the load error names the damaged file and
-        the generation to go back to). With an unreadable manifest, the newest generation that
-        loads is chosen. The damaged generation stays on disk until later saves prune it.
+        the generation to go back to). With an unreadable or missing manifest, the newest
+        generation that loads is chosen. The damaged generation stays on disk until later saves
+        prune it. Holds the writer lock.
 
         Returns:
             The generation now current.
 
         Raises:
-            AnchorStoreError: no such generation loads.
+            AnchorStoreError: no such generation loads, or a build is writing the KB.
         """
+        with self.writer():
+            return self._rollback()
+
+    def _rollback(self) -> int:
         current = self._peek_generation()
         candidates = [g for g in self._generations() if current is None or g < current]
         for generation in reversed(candidates):
@@ -270,7 +300,7 @@ class AnchorStore:
             except AnchorStoreError as exc:
                 logger.warning("generation %d does not load either: %s", generation, exc)
                 continue
-            self._write_manifest(generation, loaded.kb, loaded.vectors.embedder)
+            self._write_manifest(generation, loaded.kb, loaded.vectors.embedder, self._generations())
             logger.warning("rolled %s back to generation %d", self.directory, generation)
             return generation
         raise AnchorStoreError("no earlier generation loads", path=str(self.directory))
@@ -294,22 +324,32 @@ class AnchorStore:
         except _SchemaMismatch:
             raise
         except AnchorStoreError as exc:
-            if self._generations() and manifest_path.exists():
-                hint = (
-                    f"the generation folders remain: 'gravity build -o {self.directory} --rollback' "
-                    "(AnchorStore.rollback()) writes a manifest for the newest one that loads"
-                )
+            hint = self._rollback_hint()
+            if hint:
+                hint = f"the generation folders remain: {hint}"
                 raise AnchorStoreError(f"{_message(exc)}; {hint}", path=exc.path) from exc
             raise
         return dict(manifest)
 
-    def _peek_generation(self) -> int | None:
-        """The manifest's generation, or ``None`` if it cannot be read."""
+    def _rollback_hint(self) -> str | None:
+        if not self._generations():
+            return None
+        return (
+            f"'gravity build -o {self.directory} --rollback' (AnchorStore.rollback()) "
+            "writes a manifest for the newest one that loads"
+        )
+
+    def _peek_manifest(self) -> dict[str, Any] | None:
+        """The manifest, or ``None`` if it cannot be read."""
         try:
-            generation: int = self._read_manifest()["generation"]
+            return self._read_manifest()
         except AnchorStoreError:
             return None
-        return generation
+
+    def _peek_generation(self) -> int | None:
+        """The manifest's generation, or ``None`` if it cannot be read."""
+        manifest = self._peek_manifest()
+        return None if manifest is None else int(manifest["generation"])
 
     def _fallback_hint(self, damaged: int) -> str | None:
         for generation in reversed([g for g in self._generations() if g < damaged]):
@@ -330,7 +370,7 @@ class AnchorStore:
         vector_kinds: Collection[str] | None = None,
     ) -> LoadedKB:
         """Read one generation folder; ``checksums_digest`` (from the manifest) vouches for its checksums."""
-        folder = self.directory / f"g{generation:06d}"
+        folder = generation_folder(self.directory, generation)
         if not folder.is_dir():
             raise AnchorStoreError("generation folder missing", path=str(folder))
         # A file whose digest does not match is reported after parsing and validation, so that a
@@ -367,11 +407,16 @@ class AnchorStore:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _write_manifest(self, generation: int, kb: KnowledgeBase, embedder: str) -> None:
-        checksums = self.directory / f"g{generation:06d}" / CHECKSUMS
+    def _write_manifest(self, generation: int, kb: KnowledgeBase, embedder: str, on_disk: list[int]) -> None:
+        """Write the manifest naming ``generation`` current and ``on_disk`` as this store's generations.
+
+        Only generations a written manifest names are ever pruned.
+        """
+        checksums = generation_folder(self.directory, generation) / CHECKSUMS
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "generation": generation,
+            "generations": sorted(set(on_disk)),
             "checksums": _digest_file(checksums) if checksums.exists() else None,
             "saved_at": datetime.now(UTC).isoformat(),
             "embedder": embedder,
@@ -385,7 +430,7 @@ class AnchorStore:
         }
         manifest["digest"] = _manifest_digest(manifest)
         write_json_atomic(self.directory / MANIFEST, manifest)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _write_generation(self, folder: Path, kb: KnowledgeBase, vectors: AnchorVectors) -> None:
         dumped = kb.to_dict()
@@ -400,7 +445,10 @@ class AnchorStore:
                 handle.flush()
                 os.fsync(handle.fileno())
         write_json_atomic(folder / "vectors.json", index)
-        digests = {p.name: _digest_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
+        # The ownership marker is not KB content: a damaged one only makes the store leave the folder be.
+        digests = {
+            p.name: _digest_file(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != MARKER
+        }
         write_json_atomic(folder / CHECKSUMS, {"algorithm": _DIGEST, "files": digests})
 
     def _read_vectors(
@@ -460,22 +508,7 @@ class AnchorStore:
             raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
 
     def _generations(self) -> list[int]:
-        if not self.directory.is_dir():
-            return []
-        found = (_GENERATION.match(p.name) for p in self.directory.iterdir() if p.is_dir())
-        return sorted(int(m.group(1)) for m in found if m)
-
-    def _prune(self, keep: set[int]) -> None:
-        """Remove generations other than ``keep`` (the new one and the one it replaces)."""
-        for generation in self._generations():
-            if generation not in keep:
-                shutil.rmtree(self.directory / f"g{generation:06d}", ignore_errors=True)
-        for leftover in self.directory.glob(".g*"):
-            if leftover.is_dir():
-                shutil.rmtree(leftover, ignore_errors=True)
-        for leftover in self.directory.glob(f".{MANIFEST}.*.tmp"):  # a save killed mid-manifest
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+        return owned_generations(self.directory, FORMAT)
 
 
 class _Checks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,7 +119,10 @@ def test_llm_extractor_path_caches_answers(tmp_path: Path, capsys: pytest.Captur
     assert code == 0, err
     loaded = json.loads(next(kb.glob("g*/entities.json")).read_text())
     assert loaded["maya"]["attributes"][0]["value"] == "nurse"
+    # A build from scratch into the same folder (KB removed, cache kept) answers from the cache.
     (kb / "manifest.json").unlink()
+    for generation in kb.glob("g0*"):
+        shutil.rmtree(generation)
     answers.write_text("[]")
     code, _, err = run(argv, capsys)
     assert code == 0, err

@@ -133,7 +133,10 @@ class AnchorBuilder:
     def _reload(self) -> None:
         """Take the store's current KB (another builder may have saved since this one read it)."""
         store = self.store
-        if store is None or not store.exists():
+        if store is None:
+            return
+        store.prepare_build()
+        if not store.exists():
             return
         loaded = store.load()
         if loaded.vectors.embedder and loaded.vectors.embedder != self.embedder.name:

@@ -3,7 +3,7 @@
 Layout::
 
     manifest.json              format, version, current generation, embedder, graph settings, counts
-    g000003/                   one complete generation
+    g000003/                   one complete generation (.gravity-generation.json marks it as ours)
         units.json             sessions, rounds, turns, sentences (parents by index)
         memories.json          generated memories and the session digests they were made from
         vectors-sentence.npy  vectors-turn.npy  vectors-round.npy  vectors-session.npy  vectors-memory.npy
@@ -13,7 +13,9 @@ Layout::
 
 A save writes a new generation folder under a temporary name, renames it, then replaces
 ``manifest.json`` (temp file + ``os.replace``): a reader sees the old index or the new one, and a
-crash mid-save leaves the previous generation in force. The previous generation is kept.
+crash mid-save leaves the previous generation in force. The previous generation is kept; older
+ones are deleted only if the store can prove it wrote them (:mod:`gravity_core.generation_dirs`).
+A save holds the folder's writer lock.
 """
 
 from __future__ import annotations
@@ -21,9 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,17 @@ import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.errors import AnchorStoreError
+from gravity_core.generation_dirs import (
+    WRITER_LOCK,
+    check_output_folder,
+    fsync_dir,
+    generation_folder,
+    next_generation,
+    owned_generations,
+    remove_generations,
+    stage_generation,
+    writer_lock,
+)
 from gravity_core.sgmem.config import GraphConfig
 from gravity_core.sgmem.graph import SentenceGraph
 from gravity_core.sgmem.memories import Memory
@@ -46,8 +57,7 @@ logger = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 FORMAT = "gravity-sgmem"
 FORMAT_VERSION = 1
-_GENERATION = re.compile(r"^g(\d{6})$")
-_KEEP_GENERATIONS = 2
+_CACHE = "cache"
 
 
 def is_sgmem_dir(directory: str | os.PathLike[str]) -> bool:
@@ -64,27 +74,38 @@ def save_state(directory: str | os.PathLike[str], state: SGMemState) -> int:
     """Write ``state`` as a new generation of the index in ``directory``; returns its number.
 
     Raises:
-        AnchorStoreError: ``directory`` is a file, or holds something that is not an SGMem index.
+        AnchorStoreError: ``directory`` is a file, holds something that is not an SGMem index,
+            holds generations but no manifest, or another writer holds its lock.
     """
     folder = Path(directory)
-    if folder.exists() and not folder.is_dir():
-        raise AnchorStoreError("is not a folder", path=str(folder))
-    if (folder / MANIFEST).exists() and not is_sgmem_dir(folder):
+    manifest_path = folder / MANIFEST
+    if manifest_path.exists() and not is_sgmem_dir(folder):
         raise AnchorStoreError("holds another kind of index (its manifest is not SGMem's)", path=str(folder))
-    folder.mkdir(parents=True, exist_ok=True)
-    generation = max(_generations(folder), default=0) + 1
-    final = folder / f"g{generation:06d}"
-    staging = Path(tempfile.mkdtemp(dir=folder, prefix=f".g{generation:06d}."))
+    if not manifest_path.exists():
+        hint = "SGMem.load cannot read them; move them away or save to a new folder"
+        check_output_folder(folder, FORMAT, {WRITER_LOCK, _CACHE}, hint)
+    with writer_lock(folder):
+        return _save_locked(folder, state)
+
+
+def _save_locked(folder: Path, state: SGMemState) -> int:
+    previous = _current_generation(folder) if (folder / MANIFEST).exists() else None
+    generation = next_generation(folder)
+    staging = stage_generation(folder, generation, FORMAT, previous)
     try:
         _write_generation(staging, state)
-        os.replace(staging, final)
+        fsync_dir(staging)
+        os.replace(staging, generation_folder(folder, generation))
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    fsync_dir(folder)
+    on_disk = owned_generations(folder, FORMAT)
     manifest = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "generation": generation,
+        "generations": on_disk,
         "saved_at": datetime.now(UTC).isoformat(),
         "embedder": state.embedder,
         "dim": state.dim,
@@ -92,13 +113,17 @@ def save_state(directory: str | os.PathLike[str], state: SGMemState) -> int:
         "counts": state.counts(),
     }
     write_json_atomic(folder / MANIFEST, manifest)
-    for old in _generations(folder):
-        if old <= generation - _KEEP_GENERATIONS:
-            shutil.rmtree(folder / f"g{old:06d}", ignore_errors=True)
-    for leftover in folder.glob(".g*"):  # staging folders of saves that crashed
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
+    fsync_dir(folder)
+    remove_generations(folder, FORMAT, set(on_disk) - {generation, previous})
     logger.info("saved SGMem generation %d to %s", generation, folder)
+    return generation
+
+
+def _current_generation(folder: Path) -> int:
+    manifest = _read_json(folder / MANIFEST)
+    generation = manifest.get("generation") if isinstance(manifest, dict) else None
+    if type(generation) is not int:
+        raise AnchorStoreError("invalid manifest: no 'generation' number", path=str(folder / MANIFEST))
     return generation
 
 
@@ -145,7 +170,7 @@ def load_state(directory: str | os.PathLike[str]) -> SGMemState:
         graph_config = GraphConfig.model_validate(manifest["graph"])
     except (KeyError, TypeError, ValueError, ValidationError) as exc:
         raise AnchorStoreError(f"invalid manifest: {exc}", path=str(manifest_path)) from exc
-    gen = folder / f"g{generation:06d}"
+    gen = generation_folder(folder, generation)
     units = DialogueUnits.from_json(_read_json(gen / "units.json"), path=str(gen / "units.json"))
     memories_path = gen / "memories.json"
     raw_memories = _read_json(memories_path)
@@ -212,10 +237,3 @@ def _read_json(path: Path) -> Any:
         raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
     except OSError as exc:
         raise AnchorStoreError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-
-
-def _generations(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    found = (_GENERATION.match(p.name) for p in folder.iterdir() if p.is_dir())
-    return sorted(int(m.group(1)) for m in found if m)

@@ -23,6 +23,7 @@ from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError
 from gravity_core.extract.llm import LLMExtractor
+from gravity_core.generation_dirs import MARKER
 from gravity_core.schema import KnowledgeBase
 from gravity_core.store import CHECKSUMS, MANIFEST, AnchorStore, LoadedKB
 from gravity_core.testing import FakeChatModel
@@ -67,7 +68,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The files of one generation."""
     folder = tmp_path_factory.mktemp("probe")
     two_generations(folder)
-    names = sorted(p.name for p in (folder / "g000002").iterdir())
+    names = sorted(p.name for p in (folder / "g000002").iterdir() if p.name != MARKER)  # not KB content
     assert {"entities.json", "vectors.json", CHECKSUMS, "vectors-entity.npy"} <= set(names)
     return names
 

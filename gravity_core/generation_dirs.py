@@ -1,0 +1,207 @@
+"""Generation folders that a store can prove it wrote, and the only ones it ever deletes.
+
+Both on-disk formats (the anchor KB and the SGMem index) keep each save in a folder named
+``g000007`` and stage it first as ``.g000007.<8 random characters>``. A folder counts as the
+store's own only when its name matches that pattern exactly *and* it holds a marker file naming
+the format and the generation number. Everything else in the KB folder (``.git``, a user's
+``g000042`` folder, notes) is never touched.
+
+A KB folder must be new, empty, or hold only what a store of that format wrote: a folder with
+anything else and no manifest is refused as an output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Collection, Iterator
+from pathlib import Path
+
+from gravity_core.errors import AnchorStoreError
+
+__all__ = [
+    "MARKER",
+    "WRITER_LOCK",
+    "check_output_folder",
+    "fsync_dir",
+    "generation_folder",
+    "next_generation",
+    "owned_generations",
+    "first_saves",
+    "remove_generations",
+    "stage_generation",
+    "writer_lock",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The file inside every generation folder that says which store wrote it.
+MARKER = ".gravity-generation.json"
+#: The lock file writers hold while they write (empty; see :func:`writer_lock`).
+WRITER_LOCK = ".writer.lock"
+_FINAL = re.compile(r"^g(\d{6})$")
+# tempfile.mkdtemp's random part: 8 characters of this alphabet.
+_STAGING = re.compile(r"^\.g(\d{6})\.[a-z0-9_]{8}$")
+_MANIFEST_TMP = re.compile(r"^\.manifest\.json\.[a-z0-9_]{8}\.tmp$")
+
+
+def generation_folder(directory: Path, generation: int) -> Path:
+    return directory / f"g{generation:06d}"
+
+
+def _marker_says(folder: Path, fmt: str, generation: int) -> bool:
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("format") == fmt and marker.get("generation") == generation
+
+
+def owned_generations(directory: Path, fmt: str) -> list[int]:
+    """Numbers of the generation folders of format ``fmt`` in ``directory``, oldest first."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.iterdir():
+        match = _FINAL.match(path.name)
+        if match and path.is_dir() and not path.is_symlink() and _marker_says(path, fmt, int(match.group(1))):
+            found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def next_generation(directory: Path) -> int:
+    """A number no folder of the generation pattern uses yet (owned or not)."""
+    if not directory.is_dir():
+        return 1
+    taken = [
+        int(m.group(1)) for p in directory.iterdir() if (m := _FINAL.match(p.name) or _STAGING.match(p.name))
+    ]
+    return max(taken, default=0) + 1
+
+
+def stage_generation(directory: Path, generation: int, fmt: str, previous: int | None) -> Path:
+    """A new staging folder for ``generation`` (saved over ``previous``), its marker already written."""
+    staging = Path(tempfile.mkdtemp(dir=directory, prefix=f".g{generation:06d}."))
+    marker = {"format": fmt, "generation": generation, "previous": previous}
+    (staging / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+    return staging
+
+
+def remove_generations(directory: Path, fmt: str, remove: Collection[int]) -> None:
+    """Delete the owned generations in ``remove``, and staging leftovers of crashed saves.
+
+    Called only after a manifest that names ``remove`` has been written. A staging folder is
+    removed only if it is empty (a save killed before it wrote its marker) or its marker names
+    ``fmt`` and the number in its name.
+    """
+    for generation in owned_generations(directory, fmt):
+        if generation in remove:
+            shutil.rmtree(generation_folder(directory, generation), ignore_errors=True)
+    for path in directory.iterdir():
+        staged = _STAGING.match(path.name)
+        if staged and path.is_dir() and not path.is_symlink():
+            if _marker_says(path, fmt, int(staged.group(1))):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.rmdir()  # only if empty
+        elif _MANIFEST_TMP.match(path.name) and path.is_file():
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def first_saves(directory: Path, fmt: str) -> list[int]:
+    """Owned generations saved when the folder had no manifest (their marker says ``previous: null``)."""
+    found = []
+    for generation in owned_generations(directory, fmt):
+        try:
+            marker = json.loads(
+                (generation_folder(directory, generation) / MARKER).read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            continue
+        if marker.get("previous", 0) is None:
+            found.append(generation)
+    return found
+
+
+def check_output_folder(
+    directory: Path, fmt: str, own_names: Collection[str], rollback_hint: str | None
+) -> None:
+    """Refuse ``directory`` as a new KB folder unless it is new, empty or holds only this store's files.
+
+    Called when ``directory`` has no manifest.
+
+    Args:
+        own_names: file and folder names the store itself writes there (lock, cache).
+        rollback_hint: what to say when generation folders remain without a manifest.
+
+    Raises:
+        AnchorStoreError: ``directory`` is a file, holds generations but no manifest, or holds
+            things that are not this store's.
+    """
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise AnchorStoreError("is not a folder", path=str(directory))
+    generations = owned_generations(directory, fmt)
+    if generations:
+        names = ", ".join(generation_folder(directory, g).name for g in generations)
+        msg = f"manifest.json is missing but generation folders remain ({names})"
+        raise AnchorStoreError(f"{msg}; {rollback_hint}" if rollback_hint else msg, path=str(directory))
+    foreign = sorted(
+        path.name
+        for path in directory.iterdir()
+        if path.name not in own_names and not _STAGING.match(path.name) and not _MANIFEST_TMP.match(path.name)
+    )
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise AnchorStoreError(
+            f"is not empty and holds no GRAVITY KB ({shown}); choose a new or empty folder",
+            path=str(directory),
+        )
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def writer_lock(directory: Path) -> Iterator[None]:
+    """Hold the folder's writer lock: one writer at a time (across processes).
+
+    The lock is an OS file lock on ``.writer.lock`` in the folder, released when the block ends
+    or the process dies (a SIGKILLed writer leaves no stale lock).
+
+    Raises:
+        AnchorStoreError: another writer holds it.
+    """
+    from filelock import FileLock, Timeout
+
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(directory / WRITER_LOCK, timeout=0, is_singleton=False)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise AnchorStoreError(
+            "another build is writing this KB; wait for it to finish", path=str(directory)
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
