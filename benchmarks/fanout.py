@@ -1,12 +1,14 @@
 """Benchmark 2: GRAVITY's retriever (question + up to 9 expanded queries) against one plain host search.
 
 Both sides search the same langchain-chroma store of the seed conversation's real turns, embedded
-with MiniLM. GRAVITY side: ``GravityRetriever(engine, vector_store=store, k=4).invoke(question)``:
-it embeds the question once (shared with the engine, whose embedder is the store's), runs the
-engine, takes the expansions' vectors stored by the build (embedding in one batch only those the
-build did not store), sends the 1 + 9 vectors to Chroma in one ``query`` request and fuses the
-lists by reciprocal rank. Host side: ``store.similarity_search(question, k=4)``. A third side, for
-reference, runs the retriever over an engine without stored expansion vectors.
+with MiniLM. GRAVITY side: ``GravityRetriever(engine, vector_store=store, k=30).invoke(question)``
+(30 results, past the context policy's lead of 25, so that the expansions are searched; at the
+default ``k=4`` the retriever makes only the question's search): it embeds the question once
+(shared with the engine, whose embedder is the store's), runs the engine, takes the expansions'
+vectors stored by the build (embedding in one batch only those the build did not store), sends the
+1 + 9 vectors to Chroma in one ``query`` request and merges the lists by the context policy. Host
+side: ``store.similarity_search(question, k=30)``. A third side, for reference, runs the retriever
+over an engine without stored expansion vectors.
 Embedding calls are counted on the shared encoder (one ``embed`` call, whatever its batch size).
 """
 
@@ -25,6 +27,7 @@ from benchmarks.common import (
     time_interleaved,
 )
 from benchmarks.workspace import Workspace
+from gravity_core.context_policy import DEFAULT_POLICY
 from gravity_core.query.engine import GravityEngine
 
 __all__ = ["EMBED_CALLS_TARGET", "TIME_TARGET", "run"]
@@ -33,7 +36,8 @@ logger = logging.getLogger(__name__)
 
 TIME_TARGET = 2.0
 EMBED_CALLS_TARGET = 2.0
-_K = 4
+# Past the context policy's lead: with fewer results the expansions are not searched at all.
+_K = DEFAULT_POLICY.lead + 5
 _PROFILED_QUESTIONS = 30
 _WARMUP = 10
 
@@ -47,7 +51,8 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         title="2. Expansion fan-out: GravityRetriever (1 + 9 queries) vs one plain host search",
         sides={
             "retriever": f"GravityRetriever.invoke(question), k={_K}: 1 embed_query + engine query + "
-            "stored expansion vectors (the rest embedded in 1 call) + one Chroma query of all vectors + RRF",
+            "stored expansion vectors (the rest embedded in 1 call) + one Chroma query of all vectors "
+            "+ the policy's merge",
             "retriever_unstored": "the same retriever over an engine without the build's expansion vectors: "
             "all expansions embedded at query time (1 embed_documents call)",
             "host": f"langchain-chroma similarity_search(question, k={_K}) (embeds the question inside)",

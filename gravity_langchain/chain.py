@@ -29,6 +29,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import VectorStore
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.injection import BlockTemplate
 from gravity_core.query.config import QueryConfig
@@ -151,6 +152,8 @@ def build_gravity_chain(
     k: int = 4,
     *,
     config: QueryConfig | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+    token_budget: int | None = None,
     prompt: ChatPromptTemplate | None = None,
     question_key: str = "question",
 ) -> Runnable[Any, str]:
@@ -166,6 +169,14 @@ def build_gravity_chain(
         chat_model: any LangChain chat model (or runnable from a prompt value to a message).
         k: documents retrieved per question.
         config: query settings (default: the engine's).
+        policy: how the expansions' hits join the question's (see :class:`GravityRetriever`), and
+            how ``token_budget`` is shared.
+        token_budget: one total budget (cl100k tokens) for the anchors and the retrieved documents,
+            shared as ``gravity eval`` shares it: the anchors take
+            :meth:`ContextPolicy.anchor_tokens <gravity_core.context_policy.ContextPolicy.anchor_tokens>`
+            (capped by the query settings' own budget) and the documents fill the rest in rank
+            order (one too long for what is left is skipped). Retrieve enough to fill it (``k``).
+            ``None``: ``k`` documents and the anchors within the query settings' budget.
         prompt: a prompt with ``context``, ``gravity_anchors`` and ``question_key`` variables
             (default: :func:`gravity_prompt`).
         question_key: the input key of the question.
@@ -186,7 +197,7 @@ def build_gravity_chain(
             f"got {type(vector_store_or_retriever).__name__}"
         )
     cache = GravityQueryCache(engine)
-    retriever = GravityRetriever(engine=engine, k=k, config=config, cache=cache, **host)
+    retriever = GravityRetriever(engine=engine, k=k, config=config, cache=cache, policy=policy, **host)
 
     def as_input(value: Any) -> dict[str, Any]:
         if isinstance(value, str):
@@ -196,10 +207,26 @@ def build_gravity_chain(
             return dict(value)
         raise ConfigurationError(f"expected a question string or a dict, got {type(value).__name__}")
 
-    retrieval = RunnablePassthrough.assign(
-        context=itemgetter(question_key) | retriever | format_documents,
-        gravity_anchors=gravity_anchors_runnable(cache, question_key, config=config),
-    )
+    if token_budget is None:
+        retrieval: Runnable[Any, Any] = RunnablePassthrough.assign(
+            context=itemgetter(question_key) | retriever | format_documents,
+            gravity_anchors=gravity_anchors_runnable(cache, question_key, config=config),
+        )
+    else:
+        if token_budget < 1:
+            raise ConfigurationError(f"token_budget must be at least 1, got {token_budget}")
+        share = _BudgetShare(engine, policy, config, token_budget)
+
+        def anchor_context(value: Any) -> Any:
+            return cache.get(_question_of(value, question_key), config=config)
+
+        async def aanchor_context(value: Any) -> Any:
+            return await cache.aget(_question_of(value, question_key), config=config)
+
+        retrieval = RunnablePassthrough.assign(
+            context=itemgetter(question_key) | retriever,
+            gravity_anchors=RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors"),
+        ) | RunnableLambda(share, name="gravity_budget")
     chosen_prompt = prompt if prompt is not None else gravity_prompt(question_key=question_key)
     return (
         RunnableLambda(as_input, name="gravity_input")
@@ -208,3 +235,26 @@ def build_gravity_chain(
         | chat_model
         | StrOutputParser()
     ).with_config(run_name="gravity_chain")
+
+
+class _BudgetShare:
+    """Turns retrieved documents and an anchor context into the two prompt texts within one budget."""
+
+    def __init__(
+        self, engine: GravityEngine, policy: ContextPolicy, config: QueryConfig | None, budget: int
+    ) -> None:
+        cap = (config or engine.config).token_budget
+        anchors = policy.anchor_tokens(budget)
+        self.engine, self.budget = engine, budget
+        self.anchor_budget = anchors if cap is None else min(anchors, cap)
+
+    def __call__(self, value: dict[str, Any]) -> dict[str, Any]:
+        text, tokens = self.engine.fit_anchors(value["gravity_anchors"], self.anchor_budget)
+        kept: list[Document] = []
+        memories = ""
+        for document in value["context"]:  # in rank order; one that does not fit is skipped
+            candidate = format_documents([*kept, document])
+            if self.engine.counter.count(candidate) + tokens <= self.budget:
+                kept.append(document)
+                memories = candidate
+        return {**value, "context": memories, "gravity_anchors": text}

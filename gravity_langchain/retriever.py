@@ -21,13 +21,14 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
 from gravity_langchain.batched_search import can_search_many, search_many_by_vector
 from gravity_langchain.embeddings import shares_embedder
-from gravity_langchain.fusion import reciprocal_rank_fusion
+from gravity_langchain.fusion import document_key
 from gravity_langchain.query_cache import GravityQueryCache
 
 __all__ = ["ANCHORS_EVENT", "GravityRetriever", "anchors_event_data"]
@@ -55,8 +56,14 @@ class GravityRetriever(BaseRetriever):
     """Searches the host's vector store (or retriever) with the question plus GRAVITY's expansions.
 
     For each question the engine selects anchors and makes up to nine expanded queries (no model
-    call). The original question and every expansion are run against the host, and the result
-    lists are fused by reciprocal rank, deduplicated (by document id, else text) and cut to ``k``.
+    call). The original question and every expansion are run against the host, and the results
+    are merged by the :class:`~gravity_core.context_policy.ContextPolicy`: the question's own hits
+    come first and the expansions may only add, at a bounded share of the places, documents the
+    question has not placed (deduplicated by document id, else text), cut to ``k``. Each returned
+    document says why it is there in its metadata: ``gravity_slot`` (``"question"`` or
+    ``"expansion"``), ``gravity_score`` (reciprocal-rank score over the queries that found it) and
+    ``gravity_found_by`` (each query, its text and the document's rank there). When no anchor is
+    relevant to the question the engine makes no expansion and only the question is searched.
     The retriever returns the host's documents only; the anchors' text reaches the prompt through
     :func:`~gravity_langchain.chain.gravity_anchors_runnable`. The selected anchors are emitted as
     the custom callback event ``"gravity_anchors"`` (see :func:`anchors_event_data`).
@@ -77,7 +84,8 @@ class GravityRetriever(BaseRetriever):
             many documents each query brings back.
         k: documents returned (``invoke(q, k=2)`` overrides it for one call).
         fetch_k: documents fetched per query from a vector store (default: ``k``).
-        rrf_c: the reciprocal-rank-fusion constant.
+        policy: how the expansions' hits join the question's (default: the shipped policy, the one
+            ``gravity eval`` measures).
         search_kwargs: extra arguments of the store's search, e.g. ``{"filter": {...}}``.
         config: query settings of the engine (default: the engine's own).
         cache: a :class:`~gravity_langchain.query_cache.GravityQueryCache` shared with the anchors
@@ -98,7 +106,7 @@ class GravityRetriever(BaseRetriever):
     retriever: BaseRetriever | None = None
     k: int = 4
     fetch_k: int | None = None
-    rrf_c: int = 60
+    policy: ContextPolicy = DEFAULT_POLICY
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     config: QueryConfig | None = None
     cache: GravityQueryCache | None = None
@@ -113,8 +121,6 @@ class GravityRetriever(BaseRetriever):
             raise ConfigurationError(f"k must be at least 1, got {self.k}")
         if self.fetch_k is not None and self.fetch_k < 1:
             raise ConfigurationError(f"fetch_k must be at least 1, got {self.fetch_k}")
-        if self.rrf_c < 0:
-            raise ConfigurationError(f"rrf_c must be >= 0, got {self.rrf_c}")
         if "k" in self.search_kwargs:
             raise ConfigurationError("set the number of results with k= or fetch_k=, not in search_kwargs")
         if self.cache is not None and self.cache.engine is not self.engine:
@@ -137,7 +143,7 @@ class GravityRetriever(BaseRetriever):
             self._emit(context, run_manager)
             queries = [query, *context.expansions]
             lists = self.retriever.batch(queries, config={"callbacks": run_manager.get_child()}, **kwargs)
-            return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
+            return self._merge(query, context.expansions, lists, top)
         store = self._store()
         search = self._search_kwargs(kwargs)
         fetch = self.fetch_k or top
@@ -145,11 +151,12 @@ class GravityRetriever(BaseRetriever):
         if embeddings is None:
             context = self._context(query, None)
             self._emit(context, run_manager)
-            lists = [store.similarity_search(q, k=fetch, **search) for q in [query, *context.expansions]]
-            return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
-        context, vectors = self._embedded_queries(query, embeddings)
+            expansions = self._searched(context, top, fetch)
+            lists = [store.similarity_search(q, k=fetch, **search) for q in [query, *expansions]]
+            return self._merge(query, expansions, lists, top)
+        context, expansions, vectors = self._embedded_queries(query, embeddings, top, fetch)
         self._emit(context, run_manager)
-        queries = [query, *context.expansions]
+        queries = [query, *expansions]
         if can_search_many(store, search):
             lists = search_many_by_vector(store, vectors, fetch, search)
         else:
@@ -157,20 +164,23 @@ class GravityRetriever(BaseRetriever):
                 self._search_by_vector(store, v, q, fetch, search)
                 for q, v in zip(queries, vectors, strict=True)
             ]
-        return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
+        return self._merge(query, expansions, lists, top)
 
     def _embedded_queries(
-        self, query: str, embeddings: Embeddings
-    ) -> tuple[AnchorContext, list[list[float]]]:
+        self, query: str, embeddings: Embeddings, top: int, fetch: int
+    ) -> tuple[AnchorContext, list[str], list[list[float]]]:
+        """The anchor context, the expansions to search, and the vectors of the question and those."""
         if shares_embedder(embeddings, self.engine.embedder):
             question_vector = embeddings.embed_query(query)
             context = self._context(query, question_vector)
-            known = self.engine.known_expansion_vectors(context.expansions)
-            missing = [text for text, v in zip(context.expansions, known, strict=True) if v is None]
+            expansions = self._searched(context, top, fetch)
+            known = self.engine.known_expansion_vectors(expansions)
+            missing = [text for text, v in zip(expansions, known, strict=True) if v is None]
             fresh = self._embed(embeddings, missing)
-            return context, [question_vector, *_fill(known, fresh)]
+            return context, expansions, [question_vector, *_fill(known, fresh)]
         context = self._context(query, None)
-        return context, self._embed(embeddings, [query, *context.expansions])
+        expansions = self._searched(context, top, fetch)
+        return context, expansions, self._embed(embeddings, [query, *expansions])
 
     def _embed(self, embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -220,7 +230,7 @@ class GravityRetriever(BaseRetriever):
             lists = await asyncio.gather(
                 *(retriever.ainvoke(q, config=config, **kwargs) for q in [query, *context.expansions])
             )
-            return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
+            return self._merge(query, context.expansions, lists, top)
         store = self._store()
         search = self._search_kwargs(kwargs)
         fetch = self.fetch_k or top
@@ -228,36 +238,39 @@ class GravityRetriever(BaseRetriever):
         if embeddings is None:
             context = await self._acontext(query, None)
             await self._aemit(context, run_manager)
+            expansions = self._searched(context, top, fetch)
             lists = await asyncio.gather(
-                *(store.asimilarity_search(q, k=fetch, **search) for q in [query, *context.expansions])
+                *(store.asimilarity_search(q, k=fetch, **search) for q in [query, *expansions])
             )
-            return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
-        context, vectors = await self._aembedded_queries(query, embeddings)
+            return self._merge(query, expansions, lists, top)
+        context, expansions, vectors = await self._aembedded_queries(query, embeddings, top, fetch)
         await self._aemit(context, run_manager)
-        queries = [query, *context.expansions]
+        queries = [query, *expansions]
         if can_search_many(store, search):
             lists = await asyncio.to_thread(search_many_by_vector, store, vectors, fetch, search)
-            return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
+            return self._merge(query, expansions, lists, top)
         lists = await asyncio.gather(
             *(
                 self._asearch_by_vector(store, v, q, fetch, search)
                 for q, v in zip(queries, vectors, strict=True)
             )
         )
-        return reciprocal_rank_fusion(lists, k=top, c=self.rrf_c)
+        return self._merge(query, expansions, lists, top)
 
     async def _aembedded_queries(
-        self, query: str, embeddings: Embeddings
-    ) -> tuple[AnchorContext, list[list[float]]]:
+        self, query: str, embeddings: Embeddings, top: int, fetch: int
+    ) -> tuple[AnchorContext, list[str], list[list[float]]]:
         if shares_embedder(embeddings, self.engine.embedder):
             question_vector = await embeddings.aembed_query(query)
             context = await self._acontext(query, question_vector)
-            known = self.engine.known_expansion_vectors(context.expansions)
-            missing = [text for text, v in zip(context.expansions, known, strict=True) if v is None]
+            expansions = self._searched(context, top, fetch)
+            known = self.engine.known_expansion_vectors(expansions)
+            missing = [text for text, v in zip(expansions, known, strict=True) if v is None]
             fresh = await self._aembed(embeddings, missing)
-            return context, [question_vector, *_fill(known, fresh)]
+            return context, expansions, [question_vector, *_fill(known, fresh)]
         context = await self._acontext(query, None)
-        return context, await self._aembed(embeddings, [query, *context.expansions])
+        expansions = self._searched(context, top, fetch)
+        return context, expansions, await self._aembed(embeddings, [query, *expansions])
 
     async def _aembed(self, embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -301,6 +314,26 @@ class GravityRetriever(BaseRetriever):
 
     def _search_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {**self.search_kwargs, **kwargs}
+
+    def _searched(self, context: AnchorContext, top: int, fetch: int) -> list[str]:
+        """The expansions worth searching the vector store with for ``top`` results.
+
+        None when the policy gives them no place among ``top``: the question's own search fills
+        every place (it fetches at least ``top`` from the same store the expansions would search).
+        """
+        if (fetch >= top and top <= self.policy.lead) or self.policy.every == 0:
+            return []
+        return list(context.expansions)
+
+    def _merge(
+        self, query: str, expansions: Sequence[str], lists: Sequence[Sequence[Document]], top: int
+    ) -> list[Document]:
+        """The policy's merge of the question's list (``lists[0]``) with the expansions', as new documents."""
+        merged = self.policy.merge(query, lists[0], expansions, lists[1:], document_key, top_n=top)
+        return [
+            hit.item.model_copy(update={"metadata": {**hit.item.metadata, **hit.metadata()}})
+            for hit in merged
+        ]
 
 
 def _fill(known: Sequence[np.ndarray | None], fresh: Sequence[list[float]]) -> list[list[float]]:

@@ -15,6 +15,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
 from gravity_core.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_llamaindex.embeddings import GravityEmbedding
@@ -54,7 +55,7 @@ def reciprocal_rank_fusion(
 
 
 class GravityFusionRetriever(BaseRetriever):
-    """Searches the host's retriever with the question and each GRAVITY expansion, then fuses by rank.
+    """Searches the host's retriever with the question and each GRAVITY expansion, then merges them.
 
     For each question it:
 
@@ -68,9 +69,16 @@ class GravityFusionRetriever(BaseRetriever):
        vector is also handed to the engine, so nothing is embedded twice.
     3. runs one search per query, ``QueryBundle(query, embedding=vector)``, on the wrapped retriever:
        one after another in :meth:`retrieve`, concurrently (``asyncio.gather``) in :meth:`aretrieve`.
-    4. fuses the lists with :func:`reciprocal_rank_fusion` (deduplicated by ``node_id``) and returns
-       the top ``similarity_top_k``. Their scores are fused rank scores (at most about 0.16 with ten
-       queries), not similarities: do not follow it with a similarity cutoff.
+    4. merges the lists by the :class:`~gravity_core.context_policy.ContextPolicy` (deduplicated
+       by ``node_id``): the question's own hits come first and the expansions may only add, at a
+       bounded share of the places, nodes the question has not placed. It returns the top
+       ``similarity_top_k``. Their scores are reciprocal-rank scores over the queries that found
+       them (about 0.016 to 0.16), not similarities: do not follow it with a similarity cutoff.
+       Each returned node is a copy whose metadata says why it is there (``gravity_slot``,
+       ``gravity_score``, ``gravity_found_by``; kept out of the LLM's and the embedder's text).
+
+    When no anchor is relevant to the question the engine makes no expansion, and only the
+    question is searched.
 
     Args:
         retriever: the host's retriever, e.g. ``index.as_retriever(similarity_top_k=10)``.
@@ -83,7 +91,8 @@ class GravityFusionRetriever(BaseRetriever):
             ``None`` (default) batches only for a ``GravityEmbedding``, whose query and text
             embeddings are the same; leave it off for models that embed queries differently from
             documents (instruction-prefixed models).
-        rrf_k: the reciprocal-rank constant.
+        policy: how the expansions' hits join the question's (default: the shipped policy, the one
+            ``gravity eval`` measures).
         callback_manager: LlamaIndex callback manager (legacy callbacks).
         verbose: log the queries at INFO level.
 
@@ -102,7 +111,7 @@ class GravityFusionRetriever(BaseRetriever):
         similarity_top_k: int = DEFAULT_TOP_K,
         embed_model: BaseEmbedding | None = None,
         batch_embed: bool | None = None,
-        rrf_k: int = DEFAULT_RRF_K,
+        policy: ContextPolicy = DEFAULT_POLICY,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -110,8 +119,6 @@ class GravityFusionRetriever(BaseRetriever):
             raise ConfigurationError(f"expected a LlamaIndex BaseRetriever, got {type(retriever).__name__}")
         if similarity_top_k < 1:
             raise ConfigurationError(f"similarity_top_k must be >= 1, got {similarity_top_k}")
-        if rrf_k < 0:
-            raise ConfigurationError(f"rrf_k must be >= 0, got {rrf_k}")
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._retriever = retriever
         self._provider = as_provider(engine)
@@ -121,7 +128,7 @@ class GravityFusionRetriever(BaseRetriever):
         self._batch_embed = (
             isinstance(self._embed_model, GravityEmbedding) if batch_embed is None else batch_embed
         )
-        self._rrf_k = rrf_k
+        self._policy = policy
 
     @classmethod
     def from_index(
@@ -133,7 +140,7 @@ class GravityFusionRetriever(BaseRetriever):
         per_query_top_k: int | None = None,
         embed_model: BaseEmbedding | None = None,
         batch_embed: bool | None = None,
-        rrf_k: int = DEFAULT_RRF_K,
+        policy: ContextPolicy = DEFAULT_POLICY,
         **retriever_kwargs: Any,
     ) -> GravityFusionRetriever:
         """Wrap ``index.as_retriever(similarity_top_k=per_query_top_k, **retriever_kwargs)``.
@@ -145,7 +152,7 @@ class GravityFusionRetriever(BaseRetriever):
             per_query_top_k: how many nodes each search returns (default: ``similarity_top_k``).
             embed_model: the query embedding model (default: the index's).
             batch_embed: see the class docstring.
-            rrf_k: the reciprocal-rank constant.
+            policy: see the class docstring.
             **retriever_kwargs: passed to ``as_retriever`` (``filters``, ``vector_store_query_mode``...).
         """
         per_query = per_query_top_k or similarity_top_k
@@ -156,7 +163,7 @@ class GravityFusionRetriever(BaseRetriever):
             similarity_top_k=similarity_top_k,
             embed_model=embed_model,
             batch_embed=batch_embed,
-            rrf_k=rrf_k,
+            policy=policy,
         )
 
     @property
@@ -265,7 +272,7 @@ class GravityFusionRetriever(BaseRetriever):
         queries, known = self._plan(query_bundle)
         self._log(query_bundle, queries)
         results = [self._retriever.retrieve(self._search_bundle(q, known)) for q in queries]
-        return reciprocal_rank_fusion(results, k=self._rrf_k, top_n=self._similarity_top_k)
+        return self._merge(queries, results)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -274,4 +281,29 @@ class GravityFusionRetriever(BaseRetriever):
         results = await asyncio.gather(
             *(self._retriever.aretrieve(self._search_bundle(q, known)) for q in queries)
         )
-        return reciprocal_rank_fusion(results, k=self._rrf_k, top_n=self._similarity_top_k)
+        return self._merge(queries, results)
+
+    def _merge(self, queries: list[str], results: Sequence[Sequence[NodeWithScore]]) -> list[NodeWithScore]:
+        merged = self._policy.merge(
+            queries[0],
+            results[0],
+            queries[1:],
+            results[1:],
+            lambda item: item.node.node_id,
+            top_n=self._similarity_top_k,
+        )
+        return [_explained(hit) for hit in merged]
+
+
+def _explained(hit: MergedHit[NodeWithScore]) -> NodeWithScore:
+    """A copy of the hit's node carrying why it is there (not shown to the LLM or the embedder)."""
+    node = hit.item.node
+    why = hit.metadata()
+    copy = node.model_copy(
+        update={
+            "metadata": {**node.metadata, **why},
+            "excluded_llm_metadata_keys": list(dict.fromkeys([*node.excluded_llm_metadata_keys, *why])),
+            "excluded_embed_metadata_keys": list(dict.fromkeys([*node.excluded_embed_metadata_keys, *why])),
+        }
+    )
+    return NodeWithScore(node=copy, score=hit.score)

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings.base import Embedder as EmbedderT
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.datasets import EvalSample, load_locomo_eval, load_longmemeval_eval
@@ -62,14 +63,24 @@ LLMSettings = Annotated[
     str, typer.Option(help="Settings the model answers, comma-separated (the host alone always).")
 ]
 LLMBudgets = Annotated[str, typer.Option(help="Budgets at which the model answers, comma-separated.")]
-AnchorShare = Annotated[float, typer.Option(help="Most of the budget GRAVITY's injection may take.")]
-QueryWeight = Annotated[
-    float, typer.Option(help="RRF weight of the question's own ranking (expansions weigh 1).")
+AnchorShare = Annotated[
+    float, typer.Option(help="GRAVITY's injection takes this share of each budget beyond --host-reserve.")
 ]
-ExpansionDepth = Annotated[int, typer.Option(min=1, help="Top passages of each expansion's search fused in.")]
+HostReserve = Annotated[int, typer.Option(min=0, help="Tokens of every budget kept for the host's memories.")]
+ExpansionLead = Annotated[int, typer.Option(min=0, help="The question's own hits that always come first.")]
+ExpansionEvery = Annotated[
+    int, typer.Option(min=0, help="After the lead, every Nth place may hold an expansion's hit (0: none).")
+]
+ExpansionDepth = Annotated[
+    int, typer.Option(min=1, help="Hits of each expansion's search that may be added.")
+]
 Concurrency = Annotated[int, typer.Option(min=1, help="Chat-model requests in flight.")]
 NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def _policy(share: float, reserve: int, lead: int, every: int, depth: int) -> ContextPolicy:
+    return ContextPolicy(lead=lead, every=every, depth=depth, anchor_share=share, host_reserve=reserve)
 
 
 def _split(text: str) -> list[str]:
@@ -179,9 +190,7 @@ def _evaluate(
     judge_model: str | None,
     llm_settings: str,
     llm_budgets: str,
-    anchor_share: float,
-    query_weight: float,
-    expansion_depth: int,
+    policy: ContextPolicy,
     concurrency: int,
     no_plots: bool,
     quiet: bool,
@@ -190,9 +199,7 @@ def _evaluate(
     config = EvalConfig(
         budgets=parse_budgets(budgets),
         settings=_settings(settings),
-        anchor_share=anchor_share,
-        query_weight=query_weight,
-        expansion_depth=expansion_depth,
+        policy=policy,
         llm_settings=tuple(_split(llm_settings)),
         llm_budgets=parse_budgets(llm_budgets),
         concurrency=concurrency,
@@ -255,9 +262,11 @@ def locomo(
     judge_model: JudgeModel = None,
     llm_settings: LLMSettings = _LLM_SETTINGS,
     llm_budgets: LLMBudgets = _LLM_BUDGETS,
-    anchor_share: AnchorShare = _DEFAULTS.anchor_share,
-    query_weight: QueryWeight = _DEFAULTS.query_weight,
-    expansion_depth: ExpansionDepth = _DEFAULTS.expansion_depth,
+    anchor_share: AnchorShare = _DEFAULTS.policy.anchor_share,
+    host_reserve: HostReserve = _DEFAULTS.policy.host_reserve,
+    expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
+    expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
+    expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
     concurrency: Concurrency = _DEFAULTS.concurrency,
     no_plots: NoPlots = False,
     quiet: Quiet = False,
@@ -279,9 +288,7 @@ def locomo(
         judge_model=judge_model,
         llm_settings=llm_settings,
         llm_budgets=llm_budgets,
-        anchor_share=anchor_share,
-        query_weight=query_weight,
-        expansion_depth=expansion_depth,
+        policy=_policy(anchor_share, host_reserve, expansion_lead, expansion_every, expansion_depth),
         concurrency=concurrency,
         no_plots=no_plots,
         quiet=quiet,
@@ -305,9 +312,11 @@ def longmemeval(
     judge_model: JudgeModel = None,
     llm_settings: LLMSettings = _LLM_SETTINGS,
     llm_budgets: LLMBudgets = _LLM_BUDGETS,
-    anchor_share: AnchorShare = _DEFAULTS.anchor_share,
-    query_weight: QueryWeight = _DEFAULTS.query_weight,
-    expansion_depth: ExpansionDepth = _DEFAULTS.expansion_depth,
+    anchor_share: AnchorShare = _DEFAULTS.policy.anchor_share,
+    host_reserve: HostReserve = _DEFAULTS.policy.host_reserve,
+    expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
+    expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
+    expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
     concurrency: Concurrency = _DEFAULTS.concurrency,
     no_plots: NoPlots = False,
     quiet: Quiet = False,
@@ -329,9 +338,7 @@ def longmemeval(
         judge_model=judge_model,
         llm_settings=llm_settings,
         llm_budgets=llm_budgets,
-        anchor_share=anchor_share,
-        query_weight=query_weight,
-        expansion_depth=expansion_depth,
+        policy=_policy(anchor_share, host_reserve, expansion_lead, expansion_every, expansion_depth),
         concurrency=concurrency,
         no_plots=no_plots,
         quiet=quiet,

@@ -147,8 +147,10 @@ def markdown_report(results: EvalResults) -> str:
         "",
         f"{info['questions']} questions in {info['samples']} samples; extractor `{info['extractor']}`, "
         f"embedder `{info['embedder']}`; budgets {', '.join(map(str, budgets))} cl100k tokens, everything "
-        f"in the context counted (GRAVITY's injection takes at most {config['anchor_share']:.0%} of the "
-        f"budget, capped by the preset). Offline part: {info['offline_seconds']} s.",
+        f"in the context counted (GRAVITY's injection takes {config['policy']['anchor_share']:.0%} of what "
+        f"a budget has beyond {config['policy']['host_reserve']} tokens, capped by the preset; expansions "
+        f"add a hit at every {config['policy']['every']}th place after the question's first "
+        f"{config['policy']['lead']}). Offline part: {info['offline_seconds']} s.",
         "",
         "Evidence recall: share of a question's gold evidence turns present in the context as raw turns. "
         "Answer coverage: share of questions whose gold answer's content words (lower-cased, stop words "

@@ -20,8 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings.base import Embedder
-from gravity_core.eval.context import ContextWindow, rrf_fuse
+from gravity_core.eval.context import ContextWindow
 from gravity_core.eval.datasets import EvalQuestion, EvalSample
 from gravity_core.eval.embedding_cache import EmbeddingCache
 from gravity_core.eval.grading import Grader
@@ -29,16 +30,14 @@ from gravity_core.eval.hosts import Host, Passage, VectorHost
 from gravity_core.eval.kbs import sample_engine
 from gravity_core.eval.metrics import answer_covered, evidence_recall, locomo_f1, text_words, token_f1
 from gravity_core.eval.results import EvalResults, QuestionRecord, check_goal, compare, summarize
-from gravity_core.eval.settings import HOST_ALONE, EvalConfig, anchor_budget
+from gravity_core.eval.settings import EXPANSIONS_ALONE, HOST_ALONE, EvalConfig, anchor_budget, preset_of
 from gravity_core.extract.base import Extractor
-from gravity_core.query.blocks import format_blocks
 from gravity_core.query.config import ContextMode
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
-from gravity_core.recipes import PRESETS
 from gravity_core.tokens import TokenCounter
 
-__all__ = ["HostFactory", "ProgressCallback", "run_eval", "vector_host_factory"]
+__all__ = ["HostFactory", "ProgressCallback", "policy_ranking", "run_eval", "vector_host_factory"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +66,17 @@ def vector_host_factory(
         return VectorHost(sample.utterances, embedder, counter=counter, cache=cache)
 
     return make
+
+
+def policy_ranking(
+    policy: ContextPolicy, question: str, expansions: Sequence[str], rankings: dict[str, list[Passage]]
+) -> list[Passage]:
+    """The host's passages for a question as the integrations return them: the question's ranking
+    merged with its expansions' by ``policy`` (``rankings`` holds each query's host ranking)."""
+    merged = policy.merge(
+        question, rankings[question], expansions, [rankings[e] for e in expansions], key=lambda p: p.id
+    )
+    return [hit.item for hit in merged]
 
 
 @dataclass
@@ -107,7 +117,7 @@ class _SampleRun:
         contexts = {
             setting: [self._anchor_context(q, v, setting) for q, v in zip(questions, vectors, strict=True)]
             for setting in self.config.gravity_settings
-            if PRESETS[setting].mode is ContextMode.ANCHORS
+            if preset_of(setting).mode is ContextMode.ANCHORS
         }
         rankings = self._rankings(texts, vectors, contexts)
         records: list[QuestionRecord] = []
@@ -126,7 +136,7 @@ class _SampleRun:
         return records, jobs
 
     def _anchor_context(self, question: EvalQuestion, vector: np.ndarray, setting: str) -> AnchorContext:
-        unbudgeted = PRESETS[setting].model_copy(update={"token_budget": None})
+        unbudgeted = preset_of(setting).model_copy(update={"token_budget": None})
         return self.engine.query(
             question.question, config=unbudgeted, query_embedding=vector, question_date=question.question_date
         )
@@ -146,12 +156,8 @@ class _SampleRun:
     def _ranking(
         self, question: str, context: AnchorContext | None, rankings: dict[str, list[Passage]]
     ) -> list[Passage]:
-        if context is None or not context.expansions:
-            return rankings[question]
-        depth = self.config.expansion_depth
-        lists = [rankings[question], *(rankings[e][:depth] for e in context.expansions)]
-        weights = [self.config.query_weight] + [1.0] * len(context.expansions)
-        return rrf_fuse(lists, weights=weights, k=self.config.rrf_k)
+        expansions = context.expansions if context is not None else []
+        return policy_ranking(self.config.policy, question, expansions, rankings)
 
     def _window(
         self,
@@ -162,10 +168,12 @@ class _SampleRun:
         ranking: list[Passage],
         budget: int,
     ) -> ContextWindow:
-        if setting == HOST_ALONE:
+        if setting in (HOST_ALONE, EXPANSIONS_ALONE):
             return ContextWindow.assemble(ranking, budget)
-        preset = PRESETS[setting]
-        limit = anchor_budget(preset, budget, self.config.anchor_share)
+        preset = preset_of(setting)
+        limit = anchor_budget(preset, budget, self.config.policy)
+        if limit == 0:  # the budget is all the host's
+            return ContextWindow.assemble(ranking, budget)
         if context is None:  # the +Sum baseline: summaries, selected per budget
             summaries = self.engine.query(
                 question.question,
@@ -176,13 +184,7 @@ class _SampleRun:
             return ContextWindow.assemble(
                 ranking, budget, anchors_text=summaries.text, anchors_tokens=summaries.tokens
             )
-        _, text, _, tokens = format_blocks(
-            self.engine.kb,
-            context.anchors,
-            counter=self.engine.counter,
-            token_budget=limit,
-            rendered=self.engine.rendered,
-        )
+        text, tokens = self.engine.fit_anchors(context, limit)
         return ContextWindow.assemble(ranking, budget, anchors_text=text, anchors_tokens=tokens)
 
     def _passage_words(self, passage: Passage) -> frozenset[str]:

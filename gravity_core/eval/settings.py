@@ -5,21 +5,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
-from gravity_core.recipes import PRESETS
+from gravity_core.recipes import FULL, PRESETS
 
 __all__ = [
     "ABLATION_SETTINGS",
     "DEFAULT_BUDGETS",
     "HOST_ALONE",
     "EvalConfig",
+    "EXPANSIONS_ALONE",
     "anchor_budget",
     "parse_budgets",
+    "preset_of",
 ]
 
 HOST_ALONE = "host"
 """The setting name of the host without GRAVITY."""
+
+EXPANSIONS_ALONE = "expansions"
+"""The setting of the full method's expanded queries with no anchor text: what the expansions alone
+do to the host's ranking (the whole budget stays the host's)."""
 
 DEFAULT_BUDGETS: tuple[int, ...] = (800, 1500, 3000)
 
@@ -47,15 +54,10 @@ class EvalConfig:
         budgets: total context budgets in cl100k tokens; everything given to the answering model
             (GRAVITY's injection included) counts inside.
         settings: GRAVITY settings to run beside the host alone (preset names).
-        anchor_share: the most of the budget GRAVITY's injection may take; the preset's own
-            ``token_budget`` caps it further. The host fills the rest.
-        query_weight: weight of the question's own ranking in the reciprocal rank fusion with the
-            expansions' rankings (each weighs 1). Above 1, the question's best hits stay on top and
-            the expansions add what it missed.
-        rrf_k: the fusion's smoothing constant.
+        policy: how the expansions' hits join the question's and how each budget is shared
+            between GRAVITY's injection and the host (the one the integrations use by default;
+            the preset's own ``token_budget`` caps the injection further).
         search_depth: passages a host returns per query.
-        expansion_depth: passages of each expansion's ranking that take part in the fusion: an
-            expansion is an extra search whose best few hits are added, not a reordering of everything.
         llm_settings: settings answered and judged by the chat model (the host alone always is).
         llm_budgets: budgets at which the chat model answers (those not among ``budgets`` never run).
         concurrency: chat-model requests in flight at once.
@@ -63,11 +65,8 @@ class EvalConfig:
 
     budgets: tuple[int, ...] = DEFAULT_BUDGETS
     settings: tuple[str, ...] = ABLATION_SETTINGS
-    anchor_share: float = 0.25
-    query_weight: float = 3.0
-    rrf_k: int = 60
+    policy: ContextPolicy = DEFAULT_POLICY
     search_depth: int = 200
-    expansion_depth: int = 2
     llm_settings: tuple[str, ...] = ("full",)
     llm_budgets: tuple[int, ...] = (1500,)
     concurrency: int = 4
@@ -75,21 +74,12 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if not self.budgets or any(b < 1 for b in self.budgets):
             raise ConfigurationError(f"budgets must be positive token counts, got {self.budgets}")
-        unknown = [s for s in (*self.settings, *self.llm_settings) if s != HOST_ALONE and s not in PRESETS]
+        known = (HOST_ALONE, EXPANSIONS_ALONE, *PRESETS)
+        unknown = [s for s in (*self.settings, *self.llm_settings) if s not in known]
         if unknown:
-            raise ConfigurationError(
-                f"unknown setting(s) {', '.join(unknown)} (known: {HOST_ALONE}, {', '.join(PRESETS)})"
-            )
-        if not 0.0 < self.anchor_share < 1.0:
-            raise ConfigurationError(f"anchor_share must be between 0 and 1, got {self.anchor_share}")
-        if (
-            self.query_weight <= 0
-            or self.rrf_k < 0
-            or min(self.search_depth, self.expansion_depth, self.concurrency) < 1
-        ):
-            raise ConfigurationError(
-                "query_weight must be > 0, rrf_k >= 0, search_depth, expansion_depth and concurrency >= 1"
-            )
+            raise ConfigurationError(f"unknown setting(s) {', '.join(unknown)} (known: {', '.join(known)})")
+        if min(self.search_depth, self.concurrency) < 1:
+            raise ConfigurationError("search_depth and concurrency must be >= 1")
 
     @property
     def gravity_settings(self) -> tuple[str, ...]:
@@ -106,9 +96,14 @@ class EvalConfig:
         return budget in self.llm_budgets and (setting == HOST_ALONE or setting in self.llm_settings)
 
 
-def anchor_budget(config: QueryConfig, budget: int, share: float) -> int:
-    """GRAVITY's part of a total budget: ``share`` of it, capped by the preset's own token budget."""
-    part = max(1, int(budget * share))
+def preset_of(setting: str) -> QueryConfig:
+    """The query settings of a GRAVITY setting (the expansions-alone one runs the full method)."""
+    return FULL if setting == EXPANSIONS_ALONE else PRESETS[setting]
+
+
+def anchor_budget(config: QueryConfig, budget: int, policy: ContextPolicy) -> int:
+    """GRAVITY's part of a total budget: the policy's, capped by the preset's own token budget."""
+    part = policy.anchor_tokens(budget)
     return min(part, config.token_budget) if config.token_budget is not None else part
 
 

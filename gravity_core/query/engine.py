@@ -145,6 +145,26 @@ class GravityEngine:
             expansion_vectors=vectors.get(EXPANSION_KIND),
         )
 
+    def fit_anchors(self, context: AnchorContext, token_budget: int) -> tuple[str, int]:
+        """``context``'s anchors formatted again within ``token_budget`` tokens: ``(text, tokens)``.
+
+        For a caller that shares one total budget between the anchors and the host's memories
+        (see :meth:`ContextPolicy.anchor_tokens <gravity_core.context_policy.ContextPolicy.anchor_tokens>`);
+        a budget below 1 gives ``("", 0)``.
+        """
+        if token_budget < 1:
+            return "", 0
+        _, text, _, tokens = format_blocks(
+            self.kb, context.anchors, counter=self.counter, token_budget=token_budget, rendered=self.rendered
+        )
+        return text, tokens
+
+    @property
+    def relevance_floor(self) -> float | None:
+        """The embedder's calibrated off-topic floor (``QueryConfig.relevance_floor`` overrides it)."""
+        floor = getattr(self.embedder, "relevance_floor", None)
+        return float(floor) if isinstance(floor, int | float) else None
+
     def embed_query(self, question: str) -> np.ndarray:
         """The question's embedding, as the engine computes it."""
         return np.asarray(self.embedder.embed([question])[0], dtype=np.float32)
@@ -177,6 +197,9 @@ class GravityEngine:
         if cfg.mode is ContextMode.SUMMARIES:
             return self._summaries(question, vector, cfg)
         selected = self._select(question, vector, cfg, question_date or self.reference_date)
+        floor = cfg.relevance_floor if cfg.relevance_floor is not None else self.relevance_floor
+        if not _relevant(question, selected, floor, cfg.rerank):
+            selected = []
         expansions = expand(self.kb, selected, cfg.expansion_budget, question) if cfg.expand else []
         blocks, text, kept, tokens = format_blocks(
             self.kb, selected, counter=self.counter, token_budget=cfg.token_budget, rendered=self.rendered
@@ -261,3 +284,16 @@ class GravityEngine:
         records = [self.kb.summaries[summaries.ids[i]] for i in best if summaries.ids[i] in self.kb.summaries]
         blocks, text, tokens = format_summaries(records, counter=self.counter, token_budget=cfg.token_budget)
         return AnchorContext(question, [], [], blocks, text, tokens)
+
+
+def _relevant(question: str, selected: Sequence[ScoredAnchor], floor: float | None, reranked: bool) -> bool:
+    """Whether the question is about the KB at all: an anchor close enough, or a dated event match.
+
+    Without reranking (the '-rerank' ablation) scores are native matching scores, not cosines, so
+    the floor does not apply.
+    """
+    if not question.strip():
+        return False
+    if floor is None or not reranked:
+        return True
+    return any(a.reason == "temporal" or a.score >= floor for a in selected)

@@ -2,10 +2,10 @@
 
 For a question, :class:`SGMemWithGravity` asks the :class:`~gravity_core.query.engine.GravityEngine`
 for its anchor context (anchors, up to nine expanded queries, the formatted blocks), runs SGMem's
-whole retrieval for the question and for each expansion, fuses the rankings by weighted
-reciprocal rank (:meth:`SGMem.retrieve_fused`: the question's ranking with weight 3, the best two
-chunks of each expansion with weight 1, as the evaluation harness does), cuts them to SGMem's token
-budget, and returns both. The prompt context is the anchor injection (priority instruction plus
+whole retrieval for the question and for each expansion, merges the rankings by the context
+policy (:meth:`SGMem.retrieve_fused`: the question's ranking leads, each expansion's best chunk may
+take a bounded place after it, as every integration and the evaluation do), cuts them to SGMem's
+token budget, and returns both. The prompt context is the anchor injection (priority instruction plus
 blocks, within the engine's own budget) followed by SGMem's memories and chunks.
 """
 
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
-from gravity_core.fusion import DEFAULT_RRF_C
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
 from gravity_core.sgmem.config import ChunkGranularity, RetrievalConfig
-from gravity_core.sgmem.index import DEFAULT_EXPANSION_DEPTH, DEFAULT_QUESTION_WEIGHT, SGMem
+from gravity_core.sgmem.index import SGMem
 from gravity_core.sgmem.types import SGMemResult
 
 __all__ = ["GravitySGMemResult", "SGMemWithGravity"]
@@ -77,9 +77,8 @@ class SGMemWithGravity:
         engine: GRAVITY's query engine over a KB built from the same conversation.
         anchor_config: the engine's settings per query (default: the engine's); its
             ``token_budget`` bounds the anchor blocks, apart from SGMem's budget.
-        rrf_c: the reciprocal-rank-fusion constant.
-        question_weight: weight of the question's own ranking in the fusion (each expansion's is 1).
-        expansion_depth: chunks of each expansion's ranking that take part in the fusion.
+        policy: how the expansions' chunks join the question's (the shipped default, the one
+            ``gravity eval`` measures).
         max_expansions: use at most this many of the engine's expansions (default: all).
 
     Raises:
@@ -92,9 +91,7 @@ class SGMemWithGravity:
         engine: GravityEngine,
         *,
         anchor_config: QueryConfig | None = None,
-        rrf_c: int = DEFAULT_RRF_C,
-        question_weight: float = DEFAULT_QUESTION_WEIGHT,
-        expansion_depth: int | None = DEFAULT_EXPANSION_DEPTH,
+        policy: ContextPolicy = DEFAULT_POLICY,
         max_expansions: int | None = None,
     ) -> None:
         if max_expansions is not None and max_expansions < 0:
@@ -102,9 +99,7 @@ class SGMemWithGravity:
         self.sgmem = sgmem
         self.engine = engine
         self.anchor_config = anchor_config
-        self.rrf_c = rrf_c
-        self.question_weight = question_weight
-        self.expansion_depth = expansion_depth
+        self.policy = policy
         self.max_expansions = max_expansions
 
     def retrieve(
@@ -134,9 +129,7 @@ class SGMemWithGravity:
         memory = self.sgmem.retrieve_fused(
             [question, *extra],
             question=question,
-            rrf_c=self.rrf_c,
-            question_weight=self.question_weight,
-            expansion_depth=self.expansion_depth,
+            policy=self.policy,
             token_budget=token_budget,
             granularity=granularity,
             hops=hops,

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError, ProviderError, UnexpectedModelOutput
-from gravity_core.fusion import DEFAULT_RRF_C
 from gravity_core.llm.base import ChatModel
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import Utterance
@@ -39,12 +39,6 @@ from gravity_core.tokens import TokenCounter
 __all__ = ["AddReport", "SGMem"]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_QUESTION_WEIGHT = 3.0
-"""Weight of the question's own ranking when fused with extra queries' rankings (each weighs 1)."""
-
-DEFAULT_EXPANSION_DEPTH = 2
-"""Chunks of each extra query's ranking that take part in the fusion."""
 
 
 @dataclass(frozen=True)
@@ -492,59 +486,41 @@ class SGMem:
         queries: Sequence[str],
         *,
         question: str | None = None,
-        question_weight: float = DEFAULT_QUESTION_WEIGHT,
-        expansion_depth: int | None = DEFAULT_EXPANSION_DEPTH,
-        rrf_c: int = DEFAULT_RRF_C,
+        policy: ContextPolicy = DEFAULT_POLICY,
         token_budget: int | None = None,
         granularity: ChunkGranularity | str | None = None,
         hops: int | None = None,
         max_chunks: int | None = None,
         config: RetrievalConfig | None = None,
     ) -> SGMemResult:
-        """Search the question and extra queries (e.g. GRAVITY's expansions), fused by weighted rank.
+        """Search the question and extra queries (e.g. GRAVITY's expansions), merged by the context policy.
 
         Each query runs the whole retrieval (seeds, expansion, chunk ranking, memories) on its own;
-        the question's ranking (``queries[0]``) and the best ``expansion_depth`` chunks of each other
-        query's ranking are merged by weighted reciprocal-rank fusion (see
-        :mod:`gravity_core.sgmem.retrieval`), then cut to the budget. Chunk and memory scores of the
-        result are the fused scores.
+        the question's ranking (``queries[0]``) leads and the best ``policy.depth`` chunks of each
+        other query's ranking may take the policy's bounded places (see
+        :class:`~gravity_core.context_policy.ContextPolicy`), then the result is cut to the
+        budget. Chunk and memory scores of the result are reciprocal-rank scores.
 
         Args:
             queries: the question first, then the extra queries; embedded in one call.
             question: the question reported in the result (default: ``queries[0]``).
-            question_weight: weight of the question's ranking (each other query's is 1).
-            expansion_depth: chunks of each other query's ranking that take part (``None``: all).
-            rrf_c: the fusion constant.
+            policy: how the extra queries' chunks join the question's (the shipped default).
             token_budget: see :meth:`retrieve`, as are ``granularity``, ``hops``, ``max_chunks``, ``config``.
 
         Raises:
-            ConfigurationError: no query, a weight that is not positive, a depth below 1 or a
-                negative ``rrf_c``.
+            ConfigurationError: no query.
         """
         if not queries:
             raise ConfigurationError("retrieve_fused needs at least one query")
-        if rrf_c < 0 or question_weight <= 0 or (expansion_depth is not None and expansion_depth < 1):
-            raise ConfigurationError(
-                f"need rrf_c >= 0, question_weight > 0, expansion_depth >= 1; got {rrf_c}, "
-                f"{question_weight}, {expansion_depth}"
-            )
         cfg = self.resolve_config(
             config, token_budget=token_budget, granularity=granularity, hops=hops, max_chunks=max_chunks
         )
         vectors = self.embed_queries(queries)
-        # Only the top of an extra query's ranking takes part: do not rank deeper than that.
-        shallow = (
-            cfg if expansion_depth is None else cfg.model_copy(update={"max_candidates": expansion_depth})
-        )
+        # Only the top of an extra query's ranking can take part: do not rank deeper than that.
+        shallow = cfg.model_copy(update={"max_candidates": policy.depth})
         with self._lock:
             rankings = [self._rank(v, cfg if n == 0 else shallow) for n, v in enumerate(vectors)]
-            fused = (
-                rankings[0]
-                if len(rankings) == 1
-                else fuse(
-                    rankings, rrf_c=rrf_c, question_weight=question_weight, expansion_depth=expansion_depth
-                )
-            )
+            fused = rankings[0] if len(rankings) == 1 else fuse(rankings, queries, policy)
             return pack(question or queries[0], list(queries), fused, cfg, self._state, self._texts)
 
     def retrieve_units(

@@ -11,12 +11,12 @@
    chunks not reached follow, scored the same way from their best sentence's own cosine, so the
    budget is used as plain retrieval would use it (``RankedChunk.hop`` is ``None`` for them).
 4. **Memories**: the ``top_memories`` generated memories with cosine >= ``memory_min_score``.
-5. **Fusion** (the question plus GRAVITY's expansions): weighted reciprocal-rank fusion, as the
-   evaluation harness does it: the question's whole ranking with weight ``question_weight`` (3),
-   each expansion's best ``expansion_depth`` (2) chunks with weight 1, ``score = sum_q w_q /
-   (c + rank_q)`` with ranks from 1. An expansion adds what the question missed instead of
-   reordering everything (fusing whole rankings with equal weights halved evidence recall on
-   LoCoMo: consensus chunks that are mediocre for every query win).
+5. **Fusion** (the question plus GRAVITY's expansions): the context policy
+   (:class:`~gravity_core.context_policy.ContextPolicy`), as every integration and the evaluation
+   use it: the question's ranking leads and each expansion's best chunks may only take bounded
+   places after it, for chunks the question has not placed. A chunk's score is its reciprocal-rank
+   score over the queries that found it (fusing whole rankings with equal weights halved evidence
+   recall on LoCoMo: consensus chunks that are mediocre for every query win).
 6. **Budget**: memories first (at most ``memory_share`` of the budget), then chunks in rank order;
    a chunk that does not fit whole is cut to the window of its turns around its best turn that
    fits (a single turn is cut at a token boundary) if at least ``min_excerpt_tokens`` remain,
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.prompts.sgmem import render_memory_line, render_turn_line
 from gravity_core.sgmem.config import ChunkGranularity, RetrievalConfig, ScoreAggregate
 from gravity_core.sgmem.state import SGMemState
@@ -181,52 +182,40 @@ def _fill(
     return hits
 
 
-def fuse(
-    rankings: Sequence[Ranking], *, rrf_c: int, question_weight: float, expansion_depth: int | None
-) -> Ranking:
-    """Weighted reciprocal-rank fusion of the question's ranking with the expansions' (module step 5).
+def fuse(rankings: Sequence[Ranking], queries: Sequence[str], policy: ContextPolicy) -> Ranking:
+    """The question's ranking (``rankings[0]``) merged with the expansions' by ``policy`` (module step 5).
 
-    The first ranking (the question's) takes part whole with weight ``question_weight``; each other
-    ranking (an expansion's) adds its best ``expansion_depth`` chunks with weight 1. A chunk scores
-    ``sum_q w_q / (rrf_c + rank_q)``; ties keep the order in which chunks were first met (the
-    question's order first). A chunk's sentences are merged over the rankings.
+    Chunks and memories are merged alike; a chunk's sentences are merged over the rankings, and
+    its score is the policy's reciprocal-rank score.
     """
-    lists = [
-        list(r.chunks) if n == 0 or expansion_depth is None else r.chunks[:expansion_depth]
-        for n, r in enumerate(rankings)
-    ]
-    weights = [question_weight] + [1.0] * (len(rankings) - 1)
-    scores: dict[int, float] = {}
-    first: dict[int, ChunkHit] = {}
+    question, expansions = queries[0], list(queries[1:])
+    chunks = policy.merge(
+        question, rankings[0].chunks, expansions, [r.chunks for r in rankings[1:]], lambda h: h.chunk
+    )
     sentences: dict[int, dict[int, float]] = {}
     hops: dict[int, int] = {}
-    for hits, weight in zip(lists, weights, strict=True):
-        for position, hit in enumerate(hits, start=1):
-            first.setdefault(hit.chunk, hit)
-            scores[hit.chunk] = scores.get(hit.chunk, 0.0) + weight / (rrf_c + position)
+    for ranking in rankings:
+        for hit in ranking.chunks:
             if hit.hop is not None:
                 hops[hit.chunk] = min(hit.hop, hops.get(hit.chunk, hit.hop))
             merged = sentences.setdefault(hit.chunk, {})
-            for s, score in hit.sentences.items():
-                merged[s] = max(merged.get(s, -np.inf), score)
-    order = sorted(first, key=lambda c: -scores[c])  # stable: first met wins ties
+            for sentence, score in hit.sentences.items():
+                merged[sentence] = max(merged.get(sentence, -np.inf), score)
     fused = [
         ChunkHit(
-            c,
-            scores[c],
-            first[c].score,
-            dict(sorted(sentences[c].items(), key=lambda i: (-i[1], i[0]))),
-            best_turn=first[c].best_turn,
-            hop=hops.get(c),
+            m.item.chunk,
+            m.score,
+            m.item.score,
+            dict(sorted(sentences[m.item.chunk].items(), key=lambda i: (-i[1], i[0]))),
+            best_turn=m.item.best_turn,
+            hop=hops.get(m.item.chunk),
         )
-        for c in order
+        for m in chunks
     ]
-    memory_scores: dict[int, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        for position, (memory, _) in enumerate(ranking.memories, start=1):
-            memory_scores[memory] = memory_scores.get(memory, 0.0) + weight / (rrf_c + position)
-    memories = sorted(memory_scores.items(), key=lambda item: -item[1])
-    return Ranking(chunks=fused, memories=memories)
+    memories = policy.merge(
+        question, rankings[0].memories, expansions, [r.memories for r in rankings[1:]], lambda m: m[0]
+    )
+    return Ranking(chunks=fused, memories=[(m.item[0], m.score) for m in memories])
 
 
 class ChunkTexts:

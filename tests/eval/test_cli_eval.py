@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gravity_core.cli.eval_cmd import make_eval_app
+from gravity_core.context_policy import DEFAULT_POLICY
 from gravity_core.errors import MissingDependencyError
 from gravity_core.eval.plots import write_plots
 from gravity_core.eval.report import markdown_report
@@ -89,7 +91,12 @@ def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp
     assert "# GRAVITY evaluation: locomo" in markdown_report(
         EvalResults(
             "locomo",
-            {"budgets": [800], "settings": [], "llm_budgets": [], "anchor_share": 0.25},
+            {
+                "budgets": [800],
+                "settings": [],
+                "llm_budgets": [],
+                "policy": dataclasses.asdict(DEFAULT_POLICY),
+            },
             [],
             [],
             {},

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.embeddings.base import Matrix
 from gravity_core.eval.datasets import EvalSample, load_locomo_eval
@@ -23,7 +24,9 @@ from .conftest import anchors_answerer, yes_judge
 
 COUNTER = TokenCounter()
 BUDGETS = (400, 800)
-SHARE = 0.6  # the tiny conversation is about 350 tokens: anchors must take a large share to show
+# The tiny conversation is about 350 tokens: anchors must take a large share to show, and expansions
+# places early.
+POLICY = ContextPolicy(lead=1, every=2, anchor_share=0.6, host_reserve=0)
 
 
 class SpyHost:
@@ -45,7 +48,7 @@ class SpyHost:
 
 
 def evaluate(locomo: Path, out: Path, **kwargs: object) -> EvalResults:
-    config = EvalConfig(budgets=BUDGETS, llm_budgets=(400,), anchor_share=SHARE, **kwargs)  # type: ignore[arg-type]
+    config = EvalConfig(budgets=BUDGETS, llm_budgets=(400,), policy=POLICY, **kwargs)  # type: ignore[arg-type]
     return run_eval(
         load_locomo_eval(locomo),
         benchmark="locomo",
@@ -64,7 +67,7 @@ def test_every_context_fits_its_budget_anchors_included(locomo_tiny: Path, tmp_p
         if record.setting == HOST_ALONE:
             assert record.anchor_tokens == 0
         else:
-            assert record.anchor_tokens <= anchor_budget(PRESETS[record.setting], record.budget, SHARE)
+            assert record.anchor_tokens <= anchor_budget(PRESETS[record.setting], record.budget, POLICY)
     with_anchors = [r for r in records if r.setting == "full" and r.anchor_tokens]
     assert with_anchors, "GRAVITY injected nothing on the tiny conversation"
     # The anchors' tokens come out of the host's share: fewer turns than the host alone at that budget.
@@ -107,7 +110,7 @@ def test_expansions_are_searched_on_the_host(locomo_tiny: Path, tmp_path: Path) 
 
 def test_llm_path_records_gains_and_a_rerun_makes_no_call(locomo_tiny: Path, tmp_path: Path) -> None:
     samples = load_locomo_eval(locomo_tiny)
-    config = EvalConfig(budgets=BUDGETS, settings=("full", "+E"), llm_budgets=(400,), anchor_share=SHARE)
+    config = EvalConfig(budgets=BUDGETS, settings=("full", "+E"), llm_budgets=(400,), policy=POLICY)
 
     def run(answerer: ChatModel, judge: ChatModel) -> EvalResults:
         grader = Grader(answerer, judge, cache_dir=tmp_path / "llm_cache")

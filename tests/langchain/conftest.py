@@ -16,6 +16,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from gravity_core.build import AnchorBuilder
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
@@ -25,6 +26,9 @@ from gravity_core.schema import Utterance
 from gravity_langchain import GravityEmbeddings
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_conversation.jsonl"
+#: A policy giving expansions places from the second result on, for tests of how they are searched
+#: (the shipped policy places them only after the question's first 25 hits).
+EARLY = ContextPolicy(lead=1, every=2)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from gravity_langchain import (
     build_kb_from_messages,
     shares_embedder,
 )
+from tests.langchain.conftest import EARLY
 
 
 class WordCounts(Embeddings):
@@ -186,7 +187,7 @@ def test_an_engine_on_the_stores_own_embeddings_embeds_the_question_once(
     store_embeddings.document_calls.clear()
     store_embeddings.query_calls.clear()
 
-    GravityRetriever(engine=engine, vector_store=store).invoke(question)
+    GravityRetriever(policy=EARLY, engine=engine, vector_store=store).invoke(question)
 
     assert store_embeddings.query_calls == [question]
     assert store_embeddings.document_calls == [expansions]

@@ -12,10 +12,11 @@ from chromadb.config import Settings
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import GravityEmbeddings, GravityRetriever
 from gravity_langchain.batched_search import can_search_many, search_many_by_vector
-from gravity_langchain.fusion import reciprocal_rank_fusion
+from gravity_langchain.fusion import document_key
 
 
 @pytest.fixture
@@ -72,9 +73,14 @@ def test_the_retriever_sends_one_query_request_per_question(
         requests.append(len(kwargs.get("query_embeddings") or []))
         return original(self, *args, **kwargs)
 
-    retriever = GravityRetriever(engine=engine, vector_store=chroma, k=4)
-    queries = [question, *engine.query(question).expansions]
-    expected = reciprocal_rank_fusion([chroma.similarity_search(q, k=4) for q in queries], k=4)
+    policy = ContextPolicy(lead=1, every=2)
+    retriever = GravityRetriever(engine=engine, vector_store=chroma, k=4, policy=policy)
+    expansions = engine.query(question).expansions
+    queries = [question, *expansions]
+    per_query = [chroma.similarity_search(q, k=4) for q in queries]
+    expected = [
+        h.item for h in policy.merge(question, per_query[0], expansions, per_query[1:], document_key, top_n=4)
+    ]
 
     monkeypatch.setattr(type(collection), "query", counted)
     docs = retriever.invoke(question)

@@ -25,6 +25,7 @@ from langchain_core.messages import BaseMessage
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import GravityEmbeddings, GravityRetriever, build_gravity_chain
+from tests.langchain.conftest import EARLY
 
 
 class SpyChroma(Chroma):
@@ -107,7 +108,7 @@ async def test_full_chain_over_chroma(
     chroma.add_documents(documents)
     context = engine.query(question)
     assert len(context.expansions) >= 3
-    chain = build_gravity_chain(engine, chroma, DigestModel(), k=4)
+    chain = build_gravity_chain(engine, chroma, DigestModel(), k=4, policy=EARLY)
 
     capture = PromptCapture()
     sync_answer = chain.invoke({"question": question}, config={"callbacks": [capture]})
@@ -130,7 +131,7 @@ async def test_full_chain_over_chroma(
     for tag in ("topic_summaries", "entity_profiles", "event_records"):
         assert f"<{tag}>" in system
         assert f"</{tag}>" in system
-    retrieved = GravityRetriever(engine=engine, vector_store=chroma, k=4).invoke(question)
+    retrieved = GravityRetriever(policy=EARLY, engine=engine, vector_store=chroma, k=4).invoke(question)
     assert len(retrieved) == 4
     memories = system.split("</retrieved_memories>")[0]
     for doc in retrieved:

@@ -17,6 +17,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.vectorstores import InMemoryVectorStore
 
+from gravity_core.context_policy import DEFAULT_POLICY
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
@@ -26,8 +27,9 @@ from gravity_langchain import (
     GravityEmbeddings,
     GravityQueryCache,
     GravityRetriever,
-    reciprocal_rank_fusion,
+    document_key,
 )
+from tests.langchain.conftest import EARLY
 
 
 class Recorder(BaseCallbackHandler):
@@ -93,7 +95,7 @@ def test_question_and_expansions_are_embedded_in_one_batch_and_each_searched_by_
     expansions = engine.query(question).expansions
     assert len(expansions) >= 3
 
-    GravityRetriever(engine=engine, vector_store=store, k=4).invoke(question)
+    GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4).invoke(question)
 
     queries = [question, *expansions]
     assert embeddings.document_calls == [queries]
@@ -121,7 +123,7 @@ def test_a_store_sharing_the_engines_embedder_embeds_the_question_once(
 
     monkeypatch.setattr(engine, "embed_query", counted)
 
-    docs = GravityRetriever(engine=engine, vector_store=store, k=4).invoke(question)
+    docs = GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4).invoke(question)
 
     assert engine_embeds == []  # the engine took the store's vector of the question
     assert shared_embeddings.query_calls == [question]
@@ -142,23 +144,67 @@ def test_batch_embeddings_off_embeds_each_query_with_embed_query(
     embeddings.document_calls.clear()
     expansions = engine.query(question).expansions
 
-    GravityRetriever(engine=engine, vector_store=store, batch_embeddings=False).invoke(question)
+    GravityRetriever(policy=EARLY, engine=engine, vector_store=store, batch_embeddings=False).invoke(question)
 
     assert embeddings.document_calls == []
     assert embeddings.query_calls == [question, *expansions]
 
 
-def test_results_are_the_rank_fusion_of_the_per_query_results(
+def retrieved_and_expected_merge(
+    engine: GravityEngine, store: Any, question: str
+) -> tuple[list[Document], list[list[Document]], list[str]]:
+    """The retriever's 4 documents under EARLY, checked against the policy's merge of plain searches."""
+    docs = GravityRetriever(engine=engine, vector_store=store, k=4, policy=EARLY).invoke(question)
+    expansions = engine.query(question).expansions
+    per_query = [store.similarity_search(q, k=4) for q in [question, *expansions]]
+    merged = EARLY.merge(question, per_query[0], expansions, per_query[1:], document_key, top_n=4)
+    assert [d.id for d in docs] == [h.item.id for h in merged]
+    return docs, per_query, expansions
+
+
+def test_by_default_the_questions_own_top_k_comes_back_explained(
+    engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
+) -> None:
+    """The shipped policy gives expansions no place among the question's first 25 hits."""
+    store = make_store(GravityEmbeddings(engine.embedder), documents)
+    docs = GravityRetriever(engine=engine, vector_store=store, k=4).invoke(question)
+    own = store.similarity_search(question, k=4)
+    assert [d.id for d in docs] == [d.id for d in own]
+    assert all(d.metadata["gravity_slot"] == "question" for d in docs)
+    first = docs[0].metadata["gravity_found_by"][0]
+    assert first == {"query": "question", "index": 0, "text": question, "rank": 1}
+    assert docs[0].metadata["gravity_score"] >= 1 / 61
+
+
+def test_results_are_the_policys_merge_of_the_per_query_results(
     engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
 ) -> None:
     store = make_store(GravityEmbeddings(engine.embedder), documents)
-    docs = GravityRetriever(engine=engine, vector_store=store, k=4).invoke(question)
+    docs, per_query, expansions = retrieved_and_expected_merge(engine, store, question)
+    # The expansions change the answer, at the policy's places only: the question's best hit leads.
+    assert docs[0].id == per_query[0][0].id
+    added = [d for d in docs if d.metadata["gravity_slot"] == "expansion"]
+    assert added and {d.id for d in added}.isdisjoint(d.id for d in per_query[0][:2])
+    assert all(
+        f["query"] == "expansion" and f["text"] in expansions for f in added[0].metadata["gravity_found_by"]
+    )
 
-    queries = [question, *engine.query(question).expansions]
-    per_query = [store.similarity_search(q, k=4) for q in queries]
-    assert [d.id for d in docs] == [d.id for d in reciprocal_rank_fusion(per_query, k=4)]
-    # The expansions change the answer: some documents are not in the question's own top 4.
-    assert {d.id for d in docs} - {d.id for d in per_query[0]}
+
+def test_expansions_are_searched_only_when_the_policy_can_place_them(
+    engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
+) -> None:
+    store = make_store(GravityEmbeddings(engine.embedder), documents)
+    expansions = engine.query(question).expansions
+    retriever = GravityRetriever(engine=engine, vector_store=store)
+    retriever.invoke(question, k=DEFAULT_POLICY.lead)  # every place is the question's: one search
+    assert len(store.searched) == 1
+    store.searched.clear()
+    deeper = retriever.invoke(question, k=DEFAULT_POLICY.lead + 3)
+    assert len(store.searched) == 1 + len(expansions)
+    assert [d.metadata["gravity_slot"] for d in deeper[: DEFAULT_POLICY.lead]] == [
+        "question"
+    ] * DEFAULT_POLICY.lead
+    assert deeper[DEFAULT_POLICY.lead].metadata["gravity_slot"] == "expansion"
 
 
 def test_k_from_the_constructor_and_from_invoke(
@@ -209,7 +255,6 @@ def test_search_kwargs_and_invoke_kwargs_reach_the_store(
     [
         {},
         {"k": 0},
-        {"rrf_c": -1},
         {"fetch_k": 0},
         {"search_kwargs": {"k": 3}},
     ],
@@ -272,7 +317,7 @@ async def test_stores_without_vector_search_are_searched_by_text(
     store = store_class(GravityEmbeddings(engine.embedder))
     store.texts = []
     store.add_documents(documents)
-    retriever = GravityRetriever(engine=engine, vector_store=store, k=4)
+    retriever = GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4)
     queries = [question, *engine.query(question).expansions]
 
     assert len(retriever.invoke(question)) == 4
@@ -348,7 +393,7 @@ async def test_async_vector_searches_run_concurrently_and_agree_with_sync(
     store = SlowStore(embeddings)
     store.add_documents(documents)
     embeddings.document_calls.clear()
-    retriever = GravityRetriever(engine=engine, vector_store=store, k=4)
+    retriever = GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4)
     queries = [question, *engine.query(question).expansions]
 
     async_docs = await retriever.ainvoke(question)
@@ -443,10 +488,7 @@ def test_works_on_embedded_chroma(
     store = Chroma(collection_name=name, embedding_function=GravityEmbeddings(engine.embedder), client=client)
     try:
         store.add_documents(documents)
-        docs = GravityRetriever(engine=engine, vector_store=store, k=4).invoke(question)
-        queries = [question, *engine.query(question).expansions]
-        per_query = [store.similarity_search(q, k=4) for q in queries]
-        assert [d.id for d in docs] == [d.id for d in reciprocal_rank_fusion(per_query, k=4)]
+        docs, _, _ = retrieved_and_expected_merge(engine, store, question)
         assert all(d.id in {x.id for x in documents} for d in docs)
     finally:
         store.delete_collection()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from llama_index.core import VectorStoreIndex
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from gravity_core.build import AnchorBuilder
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
@@ -76,14 +77,29 @@ def test_question_and_each_expansion_run_as_separate_searches_with_their_own_vec
         assert same_vector(bundle.embedding, vector_of(hashing, bundle.query_str))
 
 
-def test_fused_result_puts_memories_found_by_many_searches_first(
+def test_the_question_leads_and_each_node_says_which_searches_found_it(
     engine: GravityEngine, context: AnchorContext
 ) -> None:
-    retriever = GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=3)
+    nodes = GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=3).retrieve(QUESTION)
+    # The shipped policy: the question's own hits first; an expansion's best hit ("shared") is
+    # already placed, so nothing is added.
+    assert [n.node.node_id for n in nodes] == ["shared", f"only:{QUESTION}"]
+    shared = nodes[0]
+    assert shared.score == pytest.approx((1 + len(context.expansions)) / 61)
+    found = shared.node.metadata["gravity_found_by"]
+    assert [f["text"] for f in found] == [QUESTION, *context.expansions]
+    assert shared.node.metadata["gravity_slot"] == "question"
+    # Why it is there is not shown to the LLM.
+    assert "gravity_found_by" not in shared.node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+def test_expansions_take_the_policys_places(engine: GravityEngine, context: AnchorContext) -> None:
+    policy = ContextPolicy(lead=1, every=1, depth=2)
+    retriever = GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=3, policy=policy)
     nodes = retriever.retrieve(QUESTION)
-    ids = [n.node.node_id for n in nodes]
-    assert ids == ["shared", f"only:{QUESTION}", f"only:{context.expansions[0]}"]
-    assert nodes[0].score == pytest.approx((1 + len(context.expansions)) / 61)
+    first, second = context.expansions[:2]
+    assert [n.node.node_id for n in nodes] == ["shared", f"only:{first}", f"only:{second}"]
+    assert [n.node.metadata["gravity_slot"] for n in nodes] == ["question", "expansion", "expansion"]
 
 
 def test_without_an_embedding_model_the_host_embeds_the_bare_query(engine: GravityEngine) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gravity_core.build import AnchorBuilder
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
@@ -37,14 +38,15 @@ def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
     memory = SGMem(spy)
     memory.add(sample)
     spy.calls.clear()
-    both = SGMemWithGravity(memory, engine)
+    policy = ContextPolicy(lead=1, every=2)  # expansions take places early (the shipped policy: after 25)
+    both = SGMemWithGravity(memory, engine, policy=policy)
     result = both.retrieve(QUESTION, token_budget=500, granularity="round")
     expansions = engine.query(QUESTION).expansions
     assert expansions  # the sample KB gives this question several expansions
     assert result.queries == [QUESTION, *dict.fromkeys(e for e in expansions if e != QUESTION)]
     assert spy.calls == [result.queries]  # every query embedded by SGMem in one call
     # The chunks are SGMem's own fusion of those queries.
-    fused = memory.retrieve_fused(result.queries, token_budget=500, granularity="round")
+    fused = memory.retrieve_fused(result.queries, token_budget=500, granularity="round", policy=policy)
     assert [c.id for c in result.memory.chunks] == [c.id for c in fused.chunks]
     assert result.memory.tokens <= 500 and all(c.granularity.value == "round" for c in result.memory.chunks)
     # An expansion brings in a round the question alone does not rank as high.

@@ -20,6 +20,7 @@ from langchain_core.messages import BaseMessage  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder  # noqa: E402
 from gravity_core.errors import ConfigurationError  # noqa: E402
 from gravity_core.loaders import load_conversation  # noqa: E402
@@ -28,7 +29,7 @@ from gravity_core.query.engine import GravityEngine  # noqa: E402
 from gravity_core.schema import Utterance  # noqa: E402
 from gravity_core.sgmem import SGMem  # noqa: E402
 from gravity_langchain import GravityRetriever, build_gravity_chain  # noqa: E402
-from gravity_langchain.fusion import reciprocal_rank_fusion  # noqa: E402
+from gravity_langchain.fusion import document_key  # noqa: E402
 from gravity_langchain.sgmem import SGMemRetriever  # noqa: E402
 from tests.sgmem.conftest import SAMPLE  # noqa: E402
 from tests.sgmem.test_gravity import QUESTION, engine_for  # noqa: E402
@@ -99,10 +100,13 @@ def test_memories_can_be_returned_after_the_chunks(hashing: HashingEmbedder, sam
 
 def test_gravity_retriever_wraps_sgmem_unchanged(engine: GravityEngine, sample_memory: SGMem) -> None:
     host = SGMemRetriever(sgmem=sample_memory, k=5)
-    docs = GravityRetriever(engine=engine, retriever=host, k=6).invoke(QUESTION)
+    policy = ContextPolicy(lead=1, every=2)  # expansions take places early (the shipped policy: after 25)
+    docs = GravityRetriever(engine=engine, retriever=host, k=6, policy=policy).invoke(QUESTION)
     expansions = engine.query(QUESTION).expansions
     lists = [host.invoke(q) for q in [QUESTION, *expansions]]
-    expected = reciprocal_rank_fusion(lists, k=6)
+    expected = [
+        h.item for h in policy.merge(QUESTION, lists[0], expansions, lists[1:], document_key, top_n=6)
+    ]
     assert [d.id for d in docs] == [d.id for d in expected]
     assert all(d.metadata["source"] == "sgmem" for d in docs)
     alone = {d.id for d in host.invoke(QUESTION, k=6)}

@@ -17,6 +17,7 @@ from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 from llama_index.core.schema import MetadataMode, QueryBundle  # noqa: E402
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder  # noqa: E402
 from gravity_core.errors import ConfigurationError  # noqa: E402
 from gravity_core.query.engine import GravityEngine  # noqa: E402
@@ -27,7 +28,6 @@ from gravity_llamaindex import (  # noqa: E402
     GravityFusionRetriever,
     GravityNodePostprocessor,
     is_gravity_node,
-    reciprocal_rank_fusion,
 )
 from gravity_llamaindex.sgmem import SGMemRetriever  # noqa: E402
 from tests.sgmem.test_gravity import QUESTION, engine_for  # noqa: E402
@@ -77,14 +77,17 @@ async def test_gravity_fusion_retriever_wraps_sgmem_unchanged(
     memory = SGMem(spy)
     memory.add(sample)
     host = SGMemRetriever(memory, similarity_top_k=5, granularity="round")
-    fusion = GravityFusionRetriever(host, engine, similarity_top_k=6)
+    policy = ContextPolicy(lead=1, every=2)  # expansions take places early (the shipped policy: after 25)
+    fusion = GravityFusionRetriever(host, engine, similarity_top_k=6, policy=policy)
     spy.calls.clear()
     nodes = fusion.retrieve(QUESTION)
     queries = [QUESTION, *engine.query(QUESTION).expansions]
     # Every query was embedded once, by SGMem's own embedder (through the retriever's embed model).
     assert sorted(t for call in spy.calls for t in call) == sorted(dict.fromkeys(queries))
-    expected = reciprocal_rank_fusion([host.retrieve(q) for q in dict.fromkeys(queries)], top_n=6)
-    assert ids(nodes) == ids(expected)
+    lists = [host.retrieve(q) for q in dict.fromkeys(queries)]
+    unique = list(dict.fromkeys(queries))
+    merged = policy.merge(QUESTION, lists[0], unique[1:], lists[1:], lambda n: n.node.node_id, top_n=6)
+    assert ids(nodes) == [h.item.node.node_id for h in merged]
     assert all("/r" in node_id for node_id in ids(nodes))
     assert ids(await fusion.aretrieve(QUESTION)) == ids(nodes)
     assert set(ids(nodes)) != set(ids(host.retrieve(QUESTION)))  # the expansions brought in other rounds

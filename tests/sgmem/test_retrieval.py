@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gravity_core.context_policy import ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import Utterance
 from gravity_core.sgmem import ChunkGranularity, RetrievalConfig, SGMem
@@ -97,35 +98,25 @@ def test_hops_zero_is_plain_sentence_search(sample_memory: SGMem) -> None:
     assert result.chunks[0].sentence_ids[0] == sample_memory.units.sentences[best_sentence].id
 
 
-def test_fused_retrieval_weights_the_question_and_takes_the_top_of_other_queries(
-    sample_memory: SGMem,
-) -> None:
+def test_fused_retrieval_follows_the_context_policy(sample_memory: SGMem) -> None:
     queries = ["Biscuit the dog", "pottery class at Kiln House", "marathon training"]
     deep = RetrievalConfig(token_budget=None, max_chunks=300)
     lists = [[c.id for c in sample_memory.retrieve(q, config=deep).chunks] for q in queries]
-    scores: dict[str, float] = {}
-    for n, ids in enumerate(lists):
-        weight, depth = (3.0, None) if n == 0 else (1.0, 2)
-        for rank, chunk_id in enumerate(ids[:depth], start=1):
-            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (60 + rank)
-    expected = sorted(scores, key=lambda c: (-scores[c], lists[0].index(c)))[:8]
-    fused = sample_memory.retrieve_fused(queries, config=deep, max_chunks=8)
+    policy = ContextPolicy(lead=2, every=2, depth=1)
+    expected = [h.item for h in policy.merge(queries[0], lists[0], queries[1:], lists[1:], key=str, top_n=8)]
+    fused = sample_memory.retrieve_fused(queries, config=deep, max_chunks=8, policy=policy)
     assert [c.id for c in fused.chunks] == expected
-    assert [c.score for c in fused.chunks] == pytest.approx([scores[c] for c in expected])
-    everything = [c.id for c in sample_memory.retrieve_fused(queries, config=deep).chunks]
+    assert [c.id for c in fused.chunks[:2]] == lists[0][:2]  # the question's lead is untouched
     for other in lists[1:]:  # another query's best hit moves up from where the question put it
-        assert everything.index(other[0]) < lists[0].index(other[0])
+        assert expected.index(other[0]) <= lists[0].index(other[0])
     assert fused.queries == queries and fused.question == queries[0]
-    equal = sample_memory.retrieve_fused(
-        queries, config=deep, max_chunks=8, question_weight=1.0, expansion_depth=None
-    )
-    assert [c.id for c in equal.chunks] != expected
+    # The shipped policy gives the other queries no place among the question's first 25 chunks.
+    shipped = sample_memory.retrieve_fused(queries, config=deep, max_chunks=8)
+    assert [c.id for c in shipped.chunks] == lists[0][:8]
     single = sample_memory.retrieve_fused(queries[:1], config=deep, max_chunks=3)
     assert [c.id for c in single.chunks] == lists[0][:3]
     with pytest.raises(ConfigurationError):
         sample_memory.retrieve_fused([])
-    with pytest.raises(ConfigurationError):
-        sample_memory.retrieve_fused(queries, question_weight=0)
 
 
 def test_unit_baseline_ranks_chunks_by_their_own_vector(sample_memory: SGMem) -> None:

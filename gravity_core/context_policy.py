@@ -1,0 +1,249 @@
+"""The context policy: how expanded queries' hits join the question's own, and how one token
+budget is shared between GRAVITY's anchor blocks and the host's memories.
+
+Every path that turns a question into context uses it: the LangChain retriever and chain, the
+LlamaIndex fusion retriever and postprocessor, the SGMem retrievers and ``gravity eval``, so the
+evaluation measures what the integrations ship.
+
+**Merging hits.** An expansion may only add what the question's own search has not placed, never
+push the question's best hits out. The merged list starts with the question's first ``lead``
+hits; after them every ``every``-th place goes to an expansion hit and the others to the
+question's next hits. Expansion hits are taken round robin by rank (each expansion's best hit,
+then each one's second, down to ``depth``), and a hit already placed is skipped. The order does
+not depend on how many results are asked for: the first ``k`` of a longer merge are the merge at
+``k``. An expansion hit thus only displaces the question's weaker tail, by a bounded share.
+
+**Sharing a budget.** The anchors take ``anchor_share`` of what a total budget has beyond
+``host_reserve`` tokens, so a small budget stays the host's memories and the anchors' part grows
+with the budget (800 -> 100, 1,500 -> 275, 3,000 -> 650 tokens with the defaults).
+
+**Why these defaults** (``gravity eval locomo`` on the dev split, 762 questions, vector host,
+offline extractor, MiniLM; README, "Context policy"): with expansions placed early (``lead`` 1-5)
+evidence recall at 800 tokens fell from 0.613 to 0.584-0.606, because the expansions' best hits
+are worth less than the question's own hits up to about rank 25; placed after the question's
+first 25 hits they never lower recall (800: 0.613, unchanged) and raise it at 1,500 (0.699 ->
+0.713) and 3,000 (0.786 -> 0.801). Anchor text beyond about 170 tokens at 1,500 adds no answer
+coverage (0.600-0.606 for 167 to 441 tokens) and costs host turns, so the share stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from gravity_core.errors import ConfigurationError
+
+__all__ = ["DEFAULT_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
+
+T = TypeVar("T")
+
+QUESTION = "question"
+EXPANSION = "expansion"
+
+
+@dataclass(frozen=True)
+class QueryHit:
+    """One query that found a document: ``query`` is ``"question"`` or ``"expansion"``.
+
+    ``index`` is the expansion's number (0 for the question), ``rank`` the document's rank in that
+    query's results (from 1).
+    """
+
+    query: str
+    index: int
+    text: str
+    rank: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"query": self.query, "index": self.index, "text": self.text, "rank": self.rank}
+
+
+@dataclass(frozen=True)
+class MergedHit(Generic[T]):
+    """A document in the merged list, with why it is there.
+
+    Attributes:
+        item: the host's document (or node, or passage).
+        slot: ``"question"`` when it holds one of the question's places, ``"expansion"`` when an
+            expansion added it.
+        score: its reciprocal-rank score over every query that found it, ``sum(1 / (c + rank))``
+            (the question's list weighted like the others); informative only, the order is the
+            policy's.
+        found_by: every query whose results held it, the question first.
+    """
+
+    item: T
+    slot: str
+    score: float
+    found_by: tuple[QueryHit, ...] = field(default_factory=tuple)
+
+    def metadata(self) -> dict[str, object]:
+        """What a returned Document / Node carries in its metadata (keys prefixed ``gravity_``)."""
+        return {
+            "gravity_score": self.score,
+            "gravity_slot": self.slot,
+            "gravity_found_by": [hit.as_dict() for hit in self.found_by],
+        }
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """How expansions' hits join the question's and how a total token budget is shared.
+
+    Attributes:
+        lead: the question's hits that always come first.
+        every: after the lead, every ``every``-th place is an expansion's (0: expansions add nothing).
+        depth: hits of each expansion's results that may be added.
+        rrf_c: the constant of the informative reciprocal-rank score.
+        anchor_share: the anchors' share of a budget beyond ``host_reserve``.
+        host_reserve: tokens of every budget kept for the host's memories.
+    """
+
+    lead: int = 25
+    every: int = 1
+    depth: int = 1
+    rrf_c: int = 60
+    anchor_share: float = 0.25
+    host_reserve: int = 400
+
+    def __post_init__(self) -> None:
+        if self.lead < 0 or self.every < 0 or self.depth < 1 or self.rrf_c < 0:
+            raise ConfigurationError(
+                f"ContextPolicy needs lead >= 0, every >= 0, depth >= 1, rrf_c >= 0; got {self}"
+            )
+        if not 0.0 <= self.anchor_share < 1.0 or self.host_reserve < 0:
+            raise ConfigurationError(
+                f"ContextPolicy needs 0 <= anchor_share < 1 and host_reserve >= 0; got {self}"
+            )
+
+    # -- merging ------------------------------------------------------------------------------
+
+    def merge(
+        self,
+        question: str,
+        question_hits: Sequence[T],
+        expansions: Sequence[str],
+        expansion_hits: Sequence[Sequence[T]],
+        key: Callable[[T], Hashable],
+        *,
+        top_n: int | None = None,
+    ) -> list[MergedHit[T]]:
+        """The question's hits with the expansions' additions, best first (see the module doc).
+
+        Args:
+            question: the question's text (recorded in ``found_by``).
+            question_hits: the question's own results, best first.
+            expansions: the expanded queries' texts, in the engine's order.
+            expansion_hits: one result list per expansion, best first.
+            key: what makes two results the same document.
+            top_n: how many to return (all when ``None``).
+
+        Raises:
+            ConfigurationError: ``expansions`` and ``expansion_hits`` differ in length, or
+                ``top_n`` is below 1.
+        """
+        if len(expansions) != len(expansion_hits):
+            raise ConfigurationError(f"{len(expansion_hits)} result lists for {len(expansions)} expansions")
+        if top_n is not None and top_n < 1:
+            raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
+        found = _found_by(question, question_hits, expansions, expansion_hits, key)
+        placed: set[Hashable] = set()
+        own = _Cursor(_unique(question_hits, key), placed)
+        added = _Cursor(self._expansion_stream(expansion_hits, key) if self.every else [], placed)
+        merged: list[MergedHit[T]] = []
+        while top_n is None or len(merged) < top_n:
+            position = len(merged)
+            expansion_slot = (
+                self.every > 0
+                and position >= self.lead
+                and (position - self.lead) % self.every == self.every - 1
+            )
+            # An expansion's place goes to the question when no expansion hit is left, and the
+            # question's to an expansion only when the question's results have run out.
+            order = (
+                ((added, EXPANSION), (own, QUESTION))
+                if expansion_slot
+                else ((own, QUESTION), (added, EXPANSION))
+            )
+            pick = next(
+                ((taken, slot) for cursor, slot in order if (taken := cursor.take()) is not None), None
+            )
+            if pick is None:
+                break
+            taken, slot = pick
+            hits, item = found[taken]
+            merged.append(MergedHit(item, slot, sum(1.0 / (self.rrf_c + h.rank) for h in hits), tuple(hits)))
+        return merged
+
+    def _expansion_stream(
+        self, expansion_hits: Sequence[Sequence[T]], key: Callable[[T], Hashable]
+    ) -> list[Hashable]:
+        """Expansion hits round robin by rank, down to ``depth``, without repeats."""
+        unique = [_unique(hits, key)[: self.depth] for hits in expansion_hits]
+        stream: list[Hashable] = []
+        for rank in range(self.depth):
+            for hits in unique:
+                if rank < len(hits) and hits[rank] not in stream:
+                    stream.append(hits[rank])
+        return stream
+
+    # -- budget -------------------------------------------------------------------------------
+
+    def anchor_tokens(self, total_budget: int) -> int:
+        """The anchors' part of ``total_budget`` tokens (the host's memories get the rest)."""
+        if total_budget < 1:
+            raise ConfigurationError(f"a token budget must be at least 1, got {total_budget}")
+        return max(0, int(self.anchor_share * (total_budget - self.host_reserve)))
+
+
+class _Cursor:
+    """Walks a list of keys, skipping those already placed."""
+
+    def __init__(self, keys: list[Hashable], placed: set[Hashable]) -> None:
+        self.keys, self.placed, self.at = keys, placed, 0
+
+    def take(self) -> Hashable | None:
+        while self.at < len(self.keys):
+            key = self.keys[self.at]
+            self.at += 1
+            if key not in self.placed:
+                self.placed.add(key)
+                return key
+        return None
+
+
+def _found_by(
+    question: str,
+    question_hits: Sequence[T],
+    expansions: Sequence[str],
+    expansion_hits: Sequence[Sequence[T]],
+    key: Callable[[T], Hashable],
+) -> dict[Hashable, tuple[list[QueryHit], T]]:
+    """Per document: every query that found it (at its best rank there), and its first instance."""
+    found: dict[Hashable, tuple[list[QueryHit], T]] = {}
+    queries = [(QUESTION, 0, question, question_hits)]
+    queries += [
+        (EXPANSION, n, text, hits)
+        for n, (text, hits) in enumerate(zip(expansions, expansion_hits, strict=True), 1)
+    ]
+    for kind, number, text, hits in queries:
+        seen_here: set[Hashable] = set()
+        for rank, item in enumerate(hits, start=1):
+            item_key = key(item)
+            if item_key in seen_here:
+                continue
+            seen_here.add(item_key)
+            found.setdefault(item_key, ([], item))[0].append(QueryHit(kind, number, text, rank))
+    return found
+
+
+def _unique(items: Sequence[T], key: Callable[[T], Hashable]) -> list[Hashable]:
+    seen: dict[Hashable, None] = {}
+    for item in items:
+        seen.setdefault(key(item), None)
+    return list(seen)
+
+
+DEFAULT_POLICY = ContextPolicy()
+"""The policy every integration and ``gravity eval`` use unless given another."""

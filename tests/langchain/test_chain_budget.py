@@ -1,0 +1,74 @@
+"""build_gravity_chain(token_budget=B): the anchors and the retrieved documents share one budget the
+way `gravity eval` shares it (the anchors' part from the context policy, documents in rank order)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.errors import ConfigurationError
+from gravity_core.query.engine import GravityEngine
+from gravity_langchain import GravityEmbeddings, GravityRetriever, build_gravity_chain
+
+
+class Capturing(FakeListChatModel):
+    seen: list[Any] = []
+
+    def _call(self, messages: Any, *args: Any, **kwargs: Any) -> str:
+        self.seen.append(messages)
+        return super()._call(messages, *args, **kwargs)
+
+
+def system_prompt(
+    engine: GravityEngine, store: Any, question: str, budget: int, policy: ContextPolicy
+) -> str:
+    model = Capturing(responses=["fine"], seen=[])
+    chain = build_gravity_chain(engine, store, model, k=60, token_budget=budget, policy=policy)
+    assert chain.invoke(question) == "fine"
+    content = model.seen[0][0].content
+    assert isinstance(content, str)
+    return content
+
+
+@pytest.mark.parametrize("budget", [300, 800, 1500])
+def test_anchors_and_documents_fit_one_budget(
+    engine: GravityEngine,
+    documents: list[Document],
+    make_store: Callable[..., Any],
+    question: str,
+    budget: int,
+) -> None:
+    store = make_store(GravityEmbeddings(engine.embedder), documents)
+    policy = ContextPolicy(anchor_share=0.3, host_reserve=200)
+    system = system_prompt(engine, store, question, budget, policy)
+    memories, _, anchors = system.partition("\n\n")
+    assert engine.counter.count(memories) + engine.counter.count(anchors) <= budget
+    assert engine.counter.count(anchors) <= policy.anchor_tokens(budget)
+    # The documents are the retriever's, in its order (one too long for what is left is skipped).
+    ranked = GravityRetriever(engine=engine, vector_store=store, k=60, policy=policy).invoke(question)
+    shown = [d.id for d in ranked if f"- {d.page_content}" in memories]
+    assert shown and shown[0] == ranked[0].id
+    assert memories.count("\n- ") == len(shown)
+    assert [d.id for d in ranked if d.id in shown] == shown
+
+
+def test_a_small_budget_is_all_the_hosts(
+    engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
+) -> None:
+    store = make_store(GravityEmbeddings(engine.embedder), documents)
+    assert DEFAULT_POLICY.anchor_tokens(400) == 0
+    system = system_prompt(engine, store, question, 400, DEFAULT_POLICY)
+    assert "<gravity_anchors>" not in system and "<retrieved_memories>" in system
+
+
+def test_a_budget_below_one_is_refused(
+    engine: GravityEngine, documents: list[Document], make_store: Any
+) -> None:
+    store = make_store(GravityEmbeddings(engine.embedder), documents)
+    with pytest.raises(ConfigurationError, match="token_budget"):
+        build_gravity_chain(engine, store, FakeListChatModel(responses=["x"]), token_budget=0)

@@ -1,0 +1,95 @@
+"""The context policy: expansions only add what the question has not placed, at bounded places;
+the anchors' share of a budget grows with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.errors import ConfigurationError
+
+
+def merged_ids(
+    policy: ContextPolicy, question: list[str], expansions: list[list[str]], top_n: int | None = None
+):
+    texts = [f"expansion {n}" for n in range(1, len(expansions) + 1)]
+    return [h.item for h in policy.merge("q", question, texts, expansions, key=str, top_n=top_n)]
+
+
+def test_the_question_leads_and_expansions_take_every_nth_place_after() -> None:
+    policy = ContextPolicy(lead=2, every=3, depth=1)
+    question = ["q1", "q2", "q3", "q4", "q5", "q6"]
+    expansions = [["e1", "q9"], ["q2", "e2"], ["e3"]]
+    # places: q1 q2 | q3 q4 E | q5 q6 E | ...; expansion 2's best hit (q2) is already placed,
+    # so the stream is e1, e3 (depth 1: 'e2' at rank 2 never joins).
+    assert merged_ids(policy, question, expansions) == ["q1", "q2", "q3", "q4", "e1", "q5", "q6", "e3"]
+
+
+def test_a_shorter_merge_is_the_start_of_a_longer_one() -> None:
+    policy = ContextPolicy(lead=1, every=2, depth=2)
+    question = [f"q{i}" for i in range(10)]
+    expansions = [[f"e{i}", f"q{i + 5}", f"x{i}"] for i in range(4)]
+    full = merged_ids(policy, question, expansions)
+    for n in range(1, len(full) + 1):
+        assert merged_ids(policy, question, expansions, top_n=n) == full[:n]
+
+
+def test_expansions_never_displace_the_lead_and_every_zero_adds_nothing() -> None:
+    question = ["q1", "q2", "q3", "q4"]
+    expansions = [["e1"], ["e2"], ["e3"]]
+    for top in range(1, 5):
+        assert (
+            merged_ids(ContextPolicy(lead=3, every=1), question, expansions, top)[: min(top, 3)]
+            == question[: min(top, 3)]
+        )
+    assert merged_ids(ContextPolicy(every=0), question, expansions) == question
+
+
+def test_when_the_question_runs_out_expansions_fill_the_rest() -> None:
+    policy = ContextPolicy(lead=3, every=4, depth=1)
+    assert merged_ids(policy, ["q1"], [["e1"], ["e2"]], top_n=5) == ["q1", "e1", "e2"]
+
+
+def test_every_hit_says_which_queries_found_it_and_at_what_rank() -> None:
+    policy = ContextPolicy(lead=1, every=1, depth=1, rrf_c=60)
+    hits = policy.merge("where?", ["a", "b"], ["Maya moved"], [["b", "c"]], key=str)
+    by_id = {h.item: h for h in hits}
+    assert [h.item for h in hits] == ["a", "b"]
+    b = by_id["b"]
+    assert b.slot == "expansion"
+    assert [(f.query, f.index, f.text, f.rank) for f in b.found_by] == [
+        ("question", 0, "where?", 2),
+        ("expansion", 1, "Maya moved", 1),
+    ]
+    assert b.score == pytest.approx(1 / 62 + 1 / 61)
+    assert by_id["a"].metadata() == {
+        "gravity_score": pytest.approx(1 / 61),
+        "gravity_slot": "question",
+        "gravity_found_by": [{"query": "question", "index": 0, "text": "where?", "rank": 1}],
+    }
+
+
+def test_duplicates_in_one_list_count_once() -> None:
+    hits = DEFAULT_POLICY.merge("q", ["a", "a", "b"], [], [], key=str)
+    assert [h.item for h in hits] == ["a", "b"] and hits[0].found_by[0].rank == 1
+
+
+def test_the_anchor_share_grows_with_the_budget_and_small_budgets_stay_the_hosts() -> None:
+    policy = ContextPolicy(anchor_share=0.25, host_reserve=400)
+    assert [policy.anchor_tokens(b) for b in (200, 400, 800, 1500, 3000)] == [0, 0, 100, 275, 650]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"lead": -1}, {"every": -1}, {"depth": 0}, {"rrf_c": -1}, {"anchor_share": 1.0}, {"host_reserve": -5}],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigurationError):
+        ContextPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_mismatched_lists_and_a_bad_top_n_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="result lists"):
+        DEFAULT_POLICY.merge("q", ["a"], ["one", "two"], [["b"]], key=str)
+    with pytest.raises(ConfigurationError, match="top_n"):
+        DEFAULT_POLICY.merge("q", ["a"], [], [], key=str, top_n=0)
