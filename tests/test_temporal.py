@@ -6,12 +6,14 @@ import dataclasses
 import subprocess
 import sys
 from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gravity_core.errors import ConfigurationError
+from gravity_core.errors import ConfigurationError, InputDataError
+from gravity_core.loaders import load_conversation
 from gravity_core.schema import Granularity, TimeRef
 from gravity_core.temporal import TimeMention, find_time_expressions, normalize, parse_timestamp
 
@@ -388,6 +390,19 @@ def test_parse_timestamp_keeps_an_explicit_offset() -> None:
 )
 def test_parse_timestamp_returns_none_for_non_dates(text: str) -> None:
     assert parse_timestamp(text) is None
+
+
+@pytest.mark.parametrize("text", ["2024-13-01", "2024-02-30", "2024-01-32T10:00", "2023-00-10 08:00"])
+def test_an_impossible_iso_date_is_refused_not_swapped(text: str) -> None:
+    """dateparser would read '2024-13-01' as 13 January 2024."""
+    assert parse_timestamp(text) is None
+
+
+def test_the_loader_names_the_record_and_field_of_an_impossible_date(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"speaker": "A", "text": "hi", "session": "s1", "timestamp": "2024-13-01"}\n')
+    with pytest.raises(InputDataError, match=r"record line 1, field 'timestamp'.*2024-13-01"):
+        load_conversation(path)
 
 
 def test_importing_temporal_does_not_import_dateparser() -> None:

@@ -23,6 +23,9 @@ _SLASHED = re.compile(
     re.IGNORECASE,
 )
 _MAX_TIMESTAMP = 80
+# An ISO date that Python refuses (month 13, day 32) is impossible, not another format: dateparser
+# would read '2024-13-01' as 13 January 2024.
+_ISO_DATE = re.compile(r"^[+-]?\d{4}-\d{2}-\d{2}(?:$|[T ])")
 
 
 def _aware(moment: datetime) -> datetime:
@@ -69,7 +72,8 @@ def _parse(s: str) -> datetime | None:
     try:
         return _aware(datetime.fromisoformat(s))
     except ValueError:
-        pass
+        if _ISO_DATE.match(s):
+            raise
     return _with_dateparser(s)
 
 
