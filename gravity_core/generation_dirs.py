@@ -18,11 +18,11 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from gravity_core.errors import AnchorStoreError
+from gravity_core.files import new_temp_dir
 
 __all__ = [
     "MARKER",
@@ -45,7 +45,8 @@ MARKER = ".gravity-generation.json"
 #: The lock file writers hold while they write (empty; see :func:`writer_lock`).
 WRITER_LOCK = ".writer.lock"
 _FINAL = re.compile(r"^g(\d{6})$")
-# tempfile.mkdtemp's random part: 8 characters of this alphabet.
+# The random part of gravity_core.files.new_temp_dir (8 hex characters), or of tempfile.mkdtemp
+# (8 of [a-z0-9_]) in KBs written before it.
 _STAGING = re.compile(r"^\.g(\d{6})\.[a-z0-9_]{8}$")
 _MANIFEST_TMP = re.compile(r"^\.manifest\.json\.[a-z0-9_]{8}\.tmp$")
 
@@ -86,7 +87,7 @@ def next_generation(directory: Path) -> int:
 
 def stage_generation(directory: Path, generation: int, fmt: str, previous: int | None) -> Path:
     """A new staging folder for ``generation`` (saved over ``previous``), its marker already written."""
-    staging = Path(tempfile.mkdtemp(dir=directory, prefix=f".g{generation:06d}."))
+    staging = new_temp_dir(directory, f".g{generation:06d}.")
     marker = {"format": fmt, "generation": generation, "previous": previous}
     (staging / MARKER).write_text(json.dumps(marker), encoding="utf-8")
     return staging

@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +47,7 @@ from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
+from gravity_core.files import new_temp_file
 from gravity_core.generation_dirs import (
     MARKER,
     WRITER_LOCK,
@@ -127,7 +127,7 @@ def _message(exc: AnchorStoreError) -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temp file in the same folder and ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = new_temp_file(path, f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, ensure_ascii=False, indent=1)

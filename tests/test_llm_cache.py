@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
+import os
 import threading
 from pathlib import Path
 
@@ -100,8 +100,8 @@ def test_write_failure_is_logged_not_raised(
     def refuse(*args: object, **kwargs: object) -> tuple[int, str]:
         raise OSError("disk full")
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
     cache = ResponseCache(tmp_path)
+    monkeypatch.setattr(os, "open", refuse)  # the disk refuses every new file
     with caplog.at_level(logging.WARNING, logger="gravity_core.llm.cache"):
         cache.put("m", PROMPT, "hello")
     assert "disk full" in caplog.text

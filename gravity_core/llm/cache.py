@@ -13,13 +13,13 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from gravity_core.errors import ConfigurationError
+from gravity_core.files import new_temp_file
 from gravity_core.llm.base import ChatModel, Message
 
 __all__ = ["CachedModel", "ResponseCache", "cache_key"]
@@ -99,7 +99,7 @@ class ResponseCache:
         }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+            fd, tmp = new_temp_file(path, ".")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     json.dump(entry, handle, ensure_ascii=False)
@@ -109,7 +109,6 @@ class ResponseCache:
                 raise
         except OSError as exc:
             logger.warning("could not write response cache entry %s: %s", path, exc)
-
 
     def discard(self, model_name: str, messages: Sequence[Message]) -> None:
         """Remove the entry for this request, if any (a failure to remove is logged and ignored)."""

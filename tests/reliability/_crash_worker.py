@@ -17,7 +17,7 @@ log), and batch S4:4.. answers badly once (one re-ask). After ``add``, ``retry_f
 Environment:
     GRAVITY_KILL_AT        ``model:N`` (die when the model is asked its N-th request), ``io:N``
                            (die at the N-th file operation: os.replace, os.fsync, np.save,
-                           json.dump, shutil.rmtree, os.unlink, tempfile.mkdtemp) or ``OP:N``
+                           json.dump, shutil.rmtree, os.unlink, os.mkdir) or ``OP:N``
                            (die at the N-th call of that operation, e.g. ``np.save:3``); unset:
                            no kill.
     GRAVITY_KILL_TORN      ``1``: when the N-th operation writes a file (json.dump, np.save),
@@ -99,7 +99,7 @@ class KillSwitch:
             (os, "fsync"),
             (os, "unlink"),
             (shutil, "rmtree"),
-            (tempfile, "mkdtemp"),
+            (os, "mkdir"),  # the staging folder of a save (gravity_core.files.new_temp_dir)
         ):
             passthrough(module, name)
 

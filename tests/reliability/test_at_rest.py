@@ -29,6 +29,7 @@ from gravity_core.extract.llm import LLMExtractor
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import Utterance
+from gravity_core.sgmem import SGMem
 from gravity_core.store import WRITER_LOCK, AnchorStore
 from gravity_core.testing import FakeChatModel
 
@@ -282,6 +283,39 @@ def test_llm_build_and_its_cache_stay_inside_the_kb_folder(tmp_path: Path, workd
     assert any((kb / "cache").rglob("*.json")), "the model's answers are cached under the KB"
     assert counts[".json"] > 7
     assert_no_escape_outside(tmp_path)
+
+
+def assert_one_mode(folder: Path, probe: Path) -> None:
+    """Every file and folder under ``folder`` has the mode a plain new file or folder gets here."""
+    probe.mkdir()
+    (probe / "f").write_text("x")
+    file_mode, dir_mode = (probe / "f").stat().st_mode & 0o777, probe.stat().st_mode & 0o777
+    modes = {
+        p.relative_to(folder): p.stat().st_mode & 0o777 for p in folder.rglob("*") if p.name != WRITER_LOCK
+    }
+    odd = {p: oct(m) for p, m in modes.items() if m != (dir_mode if (folder / p).is_dir() else file_mode)}
+    assert not odd, f"expected {oct(file_mode)} files and {oct(dir_mode)} folders: {odd}"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_kb_files_share_one_mode_the_users_umask(tmp_path: Path, umask: int) -> None:
+    """mkstemp made the KB's JSON files 0600 while its .npy files were 0644."""
+    old = os.umask(umask)
+    try:
+        kb = tmp_path / "kb"
+        extractor = LLMExtractor(
+            FakeChatModel(lambda m: '{"entities": [], "events": [], "topics": []}'),
+            fused=True,
+            cache=ResponseCache(kb / "cache"),
+        )
+        AnchorBuilder(extractor, HashingEmbedder(), store=AnchorStore(kb)).add(hostile_utterances())
+        memory = SGMem(HashingEmbedder())
+        memory.add(hostile_utterances())
+        memory.save(tmp_path / "sg")
+        assert_one_mode(kb, tmp_path / "probe-kb")
+        assert_one_mode(tmp_path / "sg", tmp_path / "probe-sg")
+    finally:
+        os.umask(old)
 
 
 def test_sgmem_build_writes_only_inside_its_folder(
