@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gravity_core.cli import main
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.loaders import (
     load_conversation,
@@ -483,3 +484,48 @@ def test_real_locomo_conv26() -> None:
     assert all(a.startswith("photo: ") for u in utterances for a in u.attachments)
     _assert_conversation_order(utterances)
     assert "conv-26" in locomo_sample_ids(LOCOMO_DEV)
+
+
+EMPTY_CONVERSATIONS = {
+    "locomo-empty-sessions": [
+        {
+            "sample_id": "x",
+            "conversation": {
+                "speaker_a": "A",
+                "speaker_b": "B",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [],
+            },
+            "qa": [],
+        }
+    ],
+    "longmemeval-empty-haystack": [
+        {
+            "question_id": "q1",
+            "question_type": "single-session-user",
+            "question": "?",
+            "answer": "!",
+            "question_date": "2023/05/20 (Sat) 02:21",
+            "haystack_session_ids": [],
+            "haystack_dates": [],
+            "haystack_sessions": [],
+            "answer_session_ids": [],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_CONVERSATIONS))
+def test_a_conversation_without_utterances_is_refused(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It used to build an empty KB and exit 0."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(EMPTY_CONVERSATIONS[name]))
+    with pytest.raises(InputDataError, match=r"holds no utterance"):
+        load_conversation(path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["build", str(path), "-o", str(tmp_path / "kb")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and err.count("\n") == 1 and str(path) in err
+    assert not (tmp_path / "kb").exists()

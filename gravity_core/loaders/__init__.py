@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Literal, get_args
 
-from gravity_core.errors import ConfigurationError
+from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.loaders._common import Document, PathLike, brief_repr, read_document
 from gravity_core.loaders.locomo import load_locomo, locomo_from_document, locomo_sample_ids
 from gravity_core.loaders.longmemeval import load_longmemeval, longmemeval_from_document
@@ -64,7 +64,8 @@ def load_conversation(
 
     Raises:
         ConfigurationError: ``fmt`` is unknown, or ``sample`` is given for a plain utterance file.
-        InputDataError: the file is unreadable or malformed, or has no such sample.
+        InputDataError: the file is unreadable or malformed, has no such sample, or holds no
+            utterance.
     """
     if fmt not in get_args(ConversationFormat):
         raise ConfigurationError(
@@ -76,12 +77,18 @@ def load_conversation(
     kind = _detect(document) if fmt == "auto" else fmt
     logger.debug("loading %s as %s", document.path, kind)
     if kind == "locomo":
-        return locomo_from_document(document, sample)
-    if kind == "longmemeval":
-        return longmemeval_from_document(document, sample)
-    if sample is not None:
+        utterances = locomo_from_document(document, sample)
+    elif kind == "longmemeval":
+        utterances = longmemeval_from_document(document, sample)
+    elif sample is not None:
         raise ConfigurationError(_no_samples_message(path, sample))
-    return utterances_from_document(document)
+    else:
+        utterances = utterances_from_document(document)
+    if not utterances:
+        what = f"sample {brief_repr(sample)}" if sample is not None else "the file"
+        message = f"{what} holds no utterance (empty sessions or haystack)"
+        raise InputDataError(message, path=str(document.path))
+    return utterances
 
 
 def _no_samples_message(path: PathLike, sample: str) -> str:
