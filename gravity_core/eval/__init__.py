@@ -11,7 +11,7 @@ token budgets); with a chat model it also answers, judges and scores token F1. T
 Importing this package loads no model and imports neither matplotlib nor nltk.
 """
 
-from gravity_core.eval.context import RRF_K, ContextWindow, fill_budget, rrf_fuse
+from gravity_core.eval.context import ContextWindow, fill_budget
 from gravity_core.eval.datasets import (
     LOCOMO_CATEGORIES,
     EvalQuestion,
@@ -34,7 +34,6 @@ __all__ = [
     "DEFAULT_BUDGETS",
     "HOST_ALONE",
     "LOCOMO_CATEGORIES",
-    "RRF_K",
     "ContextWindow",
     "EmbeddingCache",
     "EvalConfig",
@@ -59,7 +58,6 @@ __all__ = [
     "locomo_f1",
     "markdown_report",
     "render_turn",
-    "rrf_fuse",
     "run_eval",
     "sgmem_available",
     "token_f1",

@@ -1,4 +1,6 @@
-"""Assembling one question's context: fusing rankings, filling a token budget, joining the text.
+"""Assembling one question's context: filling a token budget, joining the text.
+
+The ranking itself comes from the context policy (:mod:`gravity_core.context_policy`).
 
 Everything placed before the answering model counts inside the budget: GRAVITY's injection takes
 its tokens first and the host's passages fill what is left.
@@ -12,50 +14,7 @@ from dataclasses import dataclass
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.hosts import Passage
 
-__all__ = ["RRF_K", "ContextWindow", "fill_budget", "rrf_fuse"]
-
-RRF_K = 60
-"""The usual constant of reciprocal rank fusion: a passage at rank r scores 1 / (60 + r)."""
-
-
-def rrf_fuse(
-    rankings: Sequence[Sequence[Passage]],
-    *,
-    weights: Sequence[float] | None = None,
-    k: int = RRF_K,
-) -> list[Passage]:
-    """Reciprocal rank fusion: each ranking adds ``weight / (k + rank)`` to a passage (ranks from 1).
-
-    Ties keep the order in which passages were first met (the first ranking's order first).
-
-    Args:
-        rankings: rankings of passages, best first (the original question's first, then expansions').
-        weights: one weight per ranking (default: all 1).
-        k: the smoothing constant.
-
-    Returns:
-        Every passage of any ranking, by fused score.
-
-    Raises:
-        ConfigurationError: ``weights`` does not match ``rankings`` or ``k`` is negative.
-    """
-    if weights is None:
-        weights = [1.0] * len(rankings)
-    if len(weights) != len(rankings):
-        raise ConfigurationError(f"{len(weights)} weights for {len(rankings)} rankings")
-    if k < 0:
-        raise ConfigurationError(f"k must be >= 0, got {k}")
-    scores: dict[str, float] = {}
-    passages: dict[str, Passage] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        for rank, passage in enumerate(ranking, start=1):
-            if passage.id not in passages:
-                passages[passage.id] = passage
-                scores[passage.id] = 0.0
-            scores[passage.id] += weight / (k + rank)
-    ids = list(passages)
-    ranked = sorted(range(len(ids)), key=lambda i: (-scores[ids[i]], i))
-    return [passages[ids[i]] for i in ranked]
+__all__ = ["ContextWindow", "fill_budget"]
 
 
 def fill_budget(ranking: Sequence[Passage], budget: int) -> list[Passage]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.eval.context import ContextWindow, fill_budget, rrf_fuse
+from gravity_core.eval.context import ContextWindow, fill_budget
 from gravity_core.eval.hosts import Passage
 from gravity_core.tokens import TokenCounter
 
@@ -22,28 +22,6 @@ A, B, C, D = (passage(x, position=i) for i, x in enumerate("abcd"))
 
 def ids(passages: list[Passage]) -> list[str]:
     return [p.id for p in passages]
-
-
-def test_rrf_rewards_passages_found_by_several_searches() -> None:
-    fused = rrf_fuse([[A, B, C], [C, D], [C, B]])
-    assert ids(fused)[0] == "c"
-    assert set(ids(fused)) == {"a", "b", "c", "d"}
-
-
-def test_rrf_weight_keeps_the_question_ranking_on_top() -> None:
-    question, expansion = [A, B], [C, D]
-    assert ids(rrf_fuse([question, expansion])) == ["a", "c", "b", "d"]  # ties: first met first
-    assert ids(rrf_fuse([question, expansion], weights=[3.0, 1.0])) == ["a", "b", "c", "d"]
-
-
-def test_rrf_scores_are_reciprocal_ranks() -> None:
-    # b: 1/(1+2) + 1/(1+1) = 0.833 beats a: 1/(1+1) = 0.5 with k=1
-    assert ids(rrf_fuse([[A, B], [B]], k=1)) == ["b", "a"]
-
-
-def test_rrf_rejects_mismatched_weights() -> None:
-    with pytest.raises(ConfigurationError):
-        rrf_fuse([[A], [B]], weights=[1.0])
 
 
 def test_fill_budget_skips_a_passage_too_long_and_keeps_filling() -> None:
