@@ -7,6 +7,7 @@ import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from functools import cached_property
+from typing import Any
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.extract.offline import OfflineExtractor
+from gravity_core.nlp import load_pipeline
 from gravity_core.loaders.locomo import load_locomo
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
@@ -39,10 +41,16 @@ def turn_text(utterance: Utterance) -> str:
 
 
 def build_offline(
-    utterances: Sequence[Utterance], embedder: Embedder, store: AnchorStore | None = None
+    utterances: Sequence[Utterance],
+    embedder: Embedder,
+    store: AnchorStore | None = None,
+    pipeline: Any = None,
 ) -> AnchorBuilder:
-    """A KB built by a fresh offline extractor (no state carries over), saved to ``store`` if given."""
-    builder = AnchorBuilder(OfflineExtractor(embedder), embedder, store=store)
+    """A KB built by a fresh offline extractor (no state carries over), saved to ``store`` if given.
+
+    ``pipeline``: a loaded spaCy pipeline to share (a process loads it once); ``None`` loads one.
+    """
+    builder = AnchorBuilder(OfflineExtractor(embedder, pipeline=pipeline), embedder, store=store)
     builder.add(utterances)
     if store is None:
         builder.save()
@@ -64,6 +72,11 @@ class Workspace:
         self._names = itertools.count()
 
     @cached_property
+    def nlp(self) -> Any:
+        """The offline extractor's spaCy pipeline, loaded once per run (as a process does)."""
+        return load_pipeline()
+
+    @cached_property
     def embedder(self) -> Embedder:
         """The encoder, loaded and warmed up."""
         embedder = make_embedder(self.settings.embedder)
@@ -78,7 +91,7 @@ class Workspace:
     @cached_property
     def seed(self) -> tuple[KnowledgeBase, AnchorVectors]:
         """The seed sample's KB, built offline with the encoder, and its vectors."""
-        builder = build_offline(self.utterances, self.embedder)
+        builder = build_offline(self.utterances, self.embedder, pipeline=self.nlp)
         logger.info(
             "seed KB %s: %d entities, %d events, %d topics",
             self.settings.sample,

@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,12 @@ def start_chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ca
     finally:
         for server in started:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def nlp() -> Any:
+    """The offline extractor's default spaCy pipeline, loaded once for the session."""
+    from gravity_core.nlp import load_pipeline
+
+    return load_pipeline()
+

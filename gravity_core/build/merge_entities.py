@@ -31,6 +31,8 @@ from gravity_core.schema import (
 
 __all__ = ["merge_entities"]
 
+_DECLARED_TYPES = frozenset({EntityType.PERSON, EntityType.PET})
+
 
 def _combine(a: float, b: float) -> float:
     return round(1.0 - (1.0 - a) * (1.0 - b), 4)
@@ -52,11 +54,17 @@ class _EntityMerger:
     def latest(self, sources: list[str]) -> datetime:
         return max(self.said[s].timestamp for s in sources)
 
-    def entity_for(self, name: str, etype: EntityType, sources: list[str]) -> EntityAnchor:
+    def entity_for(
+        self, name: str, etype: EntityType, sources: list[str], *, declared: bool = False
+    ) -> EntityAnchor:
+        """The entity named ``name``, made if new. A known entity's type changes only from 'other', or
+        when ``declared`` by a relation to a person or pet ("my dog Biscuit" after "Biscuit" alone was
+        taken for a place)."""
         found = self.index.find(name)
         if found is not None:
             entity = self.kb.entities[found]
-            if entity.type is EntityType.OTHER and etype is not EntityType.OTHER:
+            declares = declared and etype in _DECLARED_TYPES and not entity.is_speaker
+            if (entity.type is EntityType.OTHER or declares) and etype is not EntityType.OTHER:
                 entity.type = etype
             return entity
         base = slugify(name)
@@ -134,7 +142,7 @@ class _EntityMerger:
 
     def relation(self, entity: EntityAnchor, obs: RelationObservation) -> None:
         if obs.object_type is not None:
-            target = self.entity_for(obs.object, obs.object_type, obs.sources)
+            target = self.entity_for(obs.object, obs.object_type, obs.sources, declared=True)
             fresh = [s for s in obs.sources if s not in target.sources]
             target.mentions += len(fresh)
             target.sources.extend(fresh)

@@ -59,6 +59,7 @@ def merge_events(
             when=obs.when if obs.when is not None and obs.when.resolved else _mentioned(obs, said[first]),
             where=obs.where,
             outcome=obs.outcome,
+            quote=obs.quote,
             said_at=said[first].timestamp,
             session=said[first].session,
             sources=[first, *(s for s in obs.sources if s != first)],

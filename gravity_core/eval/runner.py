@@ -30,7 +30,14 @@ from gravity_core.eval.hosts import Host, Passage, VectorHost
 from gravity_core.eval.kbs import sample_engine
 from gravity_core.eval.metrics import answer_covered, evidence_recall, locomo_f1, text_words, token_f1
 from gravity_core.eval.results import EvalResults, QuestionRecord, check_goal, compare, summarize
-from gravity_core.eval.settings import EXPANSIONS_ALONE, HOST_ALONE, EvalConfig, anchor_budget, preset_of
+from gravity_core.eval.settings import (
+    ANCHORS_ALONE,
+    EXPANSIONS_ALONE,
+    HOST_ALONE,
+    EvalConfig,
+    anchor_budget,
+    preset_of,
+)
 from gravity_core.extract.base import Extractor
 from gravity_core.query.config import ContextMode
 from gravity_core.query.engine import GravityEngine
@@ -170,6 +177,9 @@ class _SampleRun:
     ) -> ContextWindow:
         if setting in (HOST_ALONE, EXPANSIONS_ALONE):
             return ContextWindow.assemble(ranking, budget)
+        if setting == ANCHORS_ALONE and context is not None:
+            text, tokens = self.engine.fit_anchors(context, budget)
+            return ContextWindow.assemble([], budget, anchors_text=text, anchors_tokens=tokens)
         preset = preset_of(setting)
         limit = anchor_budget(preset, budget, self.config.policy)
         if limit == 0:  # the budget is all the host's

@@ -16,6 +16,7 @@ __all__ = [
     "HOST_ALONE",
     "EvalConfig",
     "EXPANSIONS_ALONE",
+    "ANCHORS_ALONE",
     "anchor_budget",
     "parse_budgets",
     "preset_of",
@@ -27,6 +28,10 @@ HOST_ALONE = "host"
 EXPANSIONS_ALONE = "expansions"
 """The setting of the full method's expanded queries with no anchor text: what the expansions alone
 do to the host's ranking (the whole budget stays the host's)."""
+
+ANCHORS_ALONE = "anchors"
+"""The setting of the full method's anchor text with no host memories: the whole budget is the
+anchors', so it measures what the anchors carry on their own."""
 
 DEFAULT_BUDGETS: tuple[int, ...] = (800, 1500, 3000)
 
@@ -74,7 +79,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if not self.budgets or any(b < 1 for b in self.budgets):
             raise ConfigurationError(f"budgets must be positive token counts, got {self.budgets}")
-        known = (HOST_ALONE, EXPANSIONS_ALONE, *PRESETS)
+        known = (HOST_ALONE, EXPANSIONS_ALONE, ANCHORS_ALONE, *PRESETS)
         unknown = [s for s in (*self.settings, *self.llm_settings) if s not in known]
         if unknown:
             raise ConfigurationError(f"unknown setting(s) {', '.join(unknown)} (known: {', '.join(known)})")
@@ -97,8 +102,9 @@ class EvalConfig:
 
 
 def preset_of(setting: str) -> QueryConfig:
-    """The query settings of a GRAVITY setting (the expansions-alone one runs the full method)."""
-    return FULL if setting == EXPANSIONS_ALONE else PRESETS[setting]
+    """The query settings of a GRAVITY setting (the expansions-alone and anchors-alone ones run the
+    full method)."""
+    return FULL if setting in (EXPANSIONS_ALONE, ANCHORS_ALONE) else PRESETS[setting]
 
 
 def anchor_budget(config: QueryConfig, budget: int, policy: ContextPolicy) -> int:

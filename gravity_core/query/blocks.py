@@ -203,7 +203,12 @@ def _when(event: EventAnchor, limits: BlockLimits) -> str:
         return said
     if event.when.resolved:
         label = event.when.label()
-        if event.when.basis == "phrase" and event.when.granularity is not Granularity.DAY and event.when.raw:
+        day = event.when.granularity is Granularity.DAY and event.when.start is not None
+        if day and event.when.basis == "phrase":
+            label = f"{event.when.start:%A} {label}"
+        if event.when.basis == "phrase" and event.when.raw and event.when.start != event.said_at.date():
+            # The phrase and the day it was said: questions ask "the Friday before 15 July" as often
+            # as "14 July", and the reader can check the arithmetic.
             label = f"{label} ({event.when.raw}, said {_day(event.said_at)})"
         return _text(label, limits.max_text_chars)
     raw = _text(event.when.raw, limits.max_text_chars)

@@ -148,6 +148,9 @@ class EventAnchor(BaseModel):
     when: TimeRef | None = None
     where: str | None = None
     outcome: str | None = None
+    quote: str | None = Field(
+        default=None, description="The sentence the event was read from, verbatim (offline extractor)."
+    )
     said_at: datetime = Field(description="Timestamp of the utterance that reported the event.")
     session: str
     topic_id: str | None = None

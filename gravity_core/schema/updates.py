@@ -65,6 +65,7 @@ class EventObservation(BaseModel):
     when: TimeRef | None = None
     where: str | None = None
     outcome: str | None = None
+    quote: str | None = Field(default=None, description="The sentence the event was read from, verbatim.")
     sources: list[str] = Field(min_length=1)
 
 

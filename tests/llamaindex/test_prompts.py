@@ -43,7 +43,8 @@ def test_slot_is_filled_with_the_priority_instruction_and_blocks(
 ) -> None:
     text = gravity_qa_template(engine).format(context_str="MEMORIES", query_str=QUESTION)
     assert context.text in text and text.count(PRIORITY_INSTRUCTION) == 1
-    assert "<event_records>" in text and "MEMORIES" in text
+    assert "<gravity_anchors>" in text and "MEMORIES" in text
+    assert all(block in text for block in context.blocks.as_dict().values() if block)
 
 
 def test_partial_format_shares_the_provider_instead_of_copying_it(

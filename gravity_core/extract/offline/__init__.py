@@ -1,22 +1,26 @@
 """The offline extractor: GRAVITY's embedded default, no model needed.
 
-Entities and events come from patterns over the text; topics from embedding-based segmentation
-of each session, linked across sessions.
+Entities and events come from a spaCy parse of each turn (entity spans and types, subjects,
+objects, appositions); topics from embedding-based segmentation of each session, linked across
+sessions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from gravity_core.embeddings.base import Embedder
-from gravity_core.extract.offline.entities import extract_entities
+from gravity_core.extract.offline.entities import entity_names, extract_entities
 from gravity_core.extract.offline.events import extract_events
+from gravity_core.extract.offline.parsing import noun_phrases, parse_batch
 from gravity_core.extract.offline.summaries import summarize_batch
 from gravity_core.extract.offline.topics import TopicExtractor
-from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
+from gravity_core.nlp import load_pipeline, pipeline_id
+from gravity_core.schema import AnchorUpdate, EntityType, KnowledgeBase, Utterance
 
 __all__ = ["OfflineExtractor"]
 
@@ -26,17 +30,28 @@ class OfflineExtractor:
 
     Args:
         embedder: used for topic segmentation and linking (the KB's anchor embedder is a good choice).
+        pipeline: the spaCy pipeline: an installed package name or folder, or a loaded ``Language``;
+            ``None`` for the default (see :func:`gravity_core.nlp.load_pipeline`). A name is loaded on
+            first use.
     """
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, *, pipeline: str | Any | None = None) -> None:
         self._topics = TopicExtractor(embedder)
-        self._name = f"offline-v1:{embedder.name}"
         self._embedder_name = embedder.name
+        self._pipeline_name = pipeline if isinstance(pipeline, str) or pipeline is None else None
+        self._nlp: Any | None = None if self._pipeline_name is not None or pipeline is None else pipeline
 
     @property
     def name(self) -> str:
-        """Identifier recorded in the KB's build info."""
-        return self._name
+        """Identifier recorded in the KB's build info: version, parser pipeline and embedder."""
+        return f"offline-v2:{pipeline_id(self.nlp)}:{self._embedder_name}"
+
+    @property
+    def nlp(self) -> Any:
+        """The spaCy ``Language`` (loaded on first use)."""
+        if self._nlp is None:
+            self._nlp = load_pipeline(self._pipeline_name)
+        return self._nlp
 
     @property
     def turn_embedder(self) -> str:
@@ -49,9 +64,12 @@ class OfflineExtractor:
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         """Entities, events and topics found in ``batch``, plus its extractive summary (+Sum baseline)."""
+        turns = parse_batch(self.nlp, batch)
+        entities = extract_entities(turns, kb)
+        people = entity_names(entities, EntityType.PERSON, EntityType.PET)
         return AnchorUpdate(
-            entities=extract_entities(batch, kb),
-            events=extract_events(batch, kb),
-            topics=self._topics.extract(batch, kb),
+            entities=entities,
+            events=extract_events(turns, kb, people),
+            topics=self._topics.extract(batch, kb, {t.utterance.id: noun_phrases(t) for t in turns}),
             summaries=summarize_batch(batch),
         )

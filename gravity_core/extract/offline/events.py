@@ -1,34 +1,29 @@
-"""Offline event extraction: 4W1O records from first-person actions and dated sentences.
+"""Offline event extraction: one 4W1O record per reported clause of a dependency parse.
 
-An event is read from each sentence that carries a time expression or states a first-person
-past or planned action ("I went to...", "we adopted...", "I'm going to..."). ``who`` is the speaker
-plus the people named in the clause, ``what`` the action's verb phrase without the time phrase,
-``when`` the resolved time expression (``None`` when the sentence has none: the builder then uses
-the utterance date), ``where`` a named or known place after *at/in/to*, ``outcome`` a short result
-clause ("... and it was so powerful"). Questions and hypotheticals are skipped.
+An event is a declarative clause whose main verb reports something done or planned: past or
+perfect tense, a plan ("will", "going to", "'m starting ... in April"), or any tense with a time
+phrase of its own. Opinions and states ("love", "think", "feel"), questions, negations and
+hypotheticals ("would", "could", "if") are not events. ``who`` is the speaker for "I"/"we" (plus
+a named partner: "Tomas and I"), the named person of a name or "my sister Lena" subject, or the one
+person named earlier in the turn for "he"/"she"; ``what`` is the clause as said, without its subject
+and time phrase; ``when`` the normalized time phrase of the clause (else of its sentence); ``where``
+a place or organization named after *at/in/to/from*; ``outcome`` a joined "it was ..." clause;
+``quote`` the sentence it was read from, verbatim.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from gravity_core.extract.offline.text import (
-    FIRST_NAMES,
-    PLACE_NAMES,
-    PLACE_WORDS,
-    NameMention,
-    content_words,
-    find_names,
-    lowercase_vocabulary,
-    normalize_quotes,
-    split_sentences,
-    word_set,
-)
-from gravity_core.schema import EntityType, EventObservation, KnowledgeBase, TimeRef, Utterance
-from gravity_core.temporal import TimeMention, find_time_expressions
+from gravity_core.extract.offline.clauses import CLAUSE_DEPS, Clause, clauses, phrase
+from gravity_core.extract.offline.parsing import ParsedTurn
+from gravity_core.extract.offline.text import normalize_quotes, word_set
+from gravity_core.schema import EntityType, EventObservation, KnowledgeBase, TimeRef
+from gravity_core.temporal import TimeMention, normalize
 
 __all__ = ["extract_events"]
 
@@ -36,405 +31,48 @@ _log = logging.getLogger(__name__)
 
 _MAX_WHAT_WORDS = 18
 _MAX_OUTCOME_WORDS = 10
+_MAX_QUOTE_CHARS = 240
 
-_IRREGULAR_PAST = word_set(
-    """
-went got ran took made saw had did won lost found bought met began wrote gave came left told said spent
-sent built drew drove flew fell caught chose ate drank forgot kept led brought heard held paid put quit
-rode rang sang sat slept spoke stood swam taught threw woke wore broke became grew hung shot sold shut
-stuck dug fed fought hid lit overcame set shook stole beat blew froze hit laid rebuilt rewrote
-reread read tore won upheld withdrew sought bent lent
-"""
-)
-# Past forms that report a state or an opinion, not something that happened.
+# Verbs that report a state, an opinion or speech, not something that happened.
 _STATIVE = word_set(
     """
-loved liked wanted needed hoped wished seemed used meant felt thought knew believed guessed supposed
-figured realized realised noticed understood remembered forgot appreciated enjoyed preferred hated
-imagined assumed expected mentioned agreed wondered missed reminded deserved owed looked sounded tasted
-smelled was were did
+love like want need hope wish seem mean feel think know believe guess suppose figure realize realise
+notice understand remember forget appreciate enjoy prefer hate imagine assume expect agree wonder miss
+remind deserve owe look sound taste smell bet say tell ask be can thank worry care matter
+admire adore glad happen sound promise
 """
 )
-_ADVERBS = (
-    r"(?:(?:just|finally|recently|actually|also|already|even|really|officially|then|first|both|all|"
-    r"eventually|once|totally|kinda|kind\s+of|somehow|never|so|now|currently|still|definitely|"
-    r"seriously|literally)\s+)*"
+_MODAL = frozenset({"would", "could", "should", "might", "may", "must", "can", "ca", "shall"})
+_PLAN_AUX = frozenset({"will", "'ll", "wo", "shall"})
+_PLACE_PREPS = frozenset({"at", "in", "to", "from", "near", "around", "into", "through"})
+_PLACE_LABELS = frozenset({"GPE", "LOC", "FAC", "ORG"})
+_FIRST = frozenset({"i", "we", "me"})
+_THIRD = frozenset({"he", "she"})
+_INDEFINITE = frozenset({"someone", "somebody", "everyone", "everybody", "nobody"})
+_HYPOTHETICAL_MARKS = frozenset({"if", "unless", "whether"})
+# Verbs whose complement clause is wished, imagined or hedged, not reported.
+_UNREAL_FRAMES = word_set(
+    "wish hope want imagine wonder dream pretend think guess suppose would love like need"
 )
-_PLAN = re.compile(
-    r"(?:'m|am|are|'re)\s+"
-    + _ADVERBS
-    + r"(?P<verb>going\s+to|gonna|planning\s+(?:to|on)|about\s+to|set\s+to|"
-    r"scheduled\s+to|signed\s+up\s+(?:to|for)|(?:really\s+)?excited\s+to)\s+[A-Za-z]",
-    re.IGNORECASE,
+# Verbs whose complement is the plan itself: "thinking about going fishing".
+_PLAN_FRAMES = word_set("think consider plan")
+# A joined clause with one of these verbs tells how the event ended: "... and won".
+_RESULT_VERBS = word_set("win lose place finish come pass fail manage end score beat")
+_OUTCOME_SUBJECTS = frozenset({"it", "that", "this", "they"})
+_OUTCOME_START = re.compile(
+    r"^(?:It|That|This|They)\s+(?:was|were|went|turned\s+out|ended\s+up|felt)\b", re.IGNORECASE
 )
-_CONSIDER = re.compile(
-    r"(?:'m|am|are|'re)\s+" + _ADVERBS + r"(?:thinking\s+(?:about|of)|considering)\s+(?P<verb>[a-z]+ing)\b",
-    re.IGNORECASE,
-)
-_WILL = re.compile(r"(?:'ll|will)\s+" + _ADVERBS + r"(?P<verb>[A-Za-z]+)", re.IGNORECASE)
-_PROGRESSIVE = re.compile(r"(?:'m|am|are|'re)\s+" + _ADVERBS + r"(?P<verb>[a-z]+ing)\b", re.IGNORECASE)
-_PAST = re.compile(
-    r"(?:(?P<aux>'ve|have|'d|had|has)\s+)?" + _ADVERBS + r"(?P<verb>[A-Za-z]+)\b", re.IGNORECASE
-)
-_BE_EVENT = re.compile(
-    r"\s+(?:\w+\s+)?(?:in|at|on|part|invited|selected|chosen|asked|named|awarded|given|offered|hired|able|"
-    r"accepted|promoted|there|out|back|away|off)\b",
-    re.IGNORECASE,
-)
-_HYPOTHETICAL = re.compile(
-    r"^(?:'d|would|could|should|might|may|must|wish|hope|want|wanted|need|needed|can|can't|cannot|"
-    r"don't|didn't|won't|wouldn't|couldn't|never|(?:'m|am|are|'re)\s+(?:not|hoping|thinking|trying|"
-    r"considering|wondering|looking\s+forward)|'ll\s+(?:try|think|see|let)|will\s+(?:try|think|see|let))\b",
-    re.IGNORECASE,
-)
-_SUBJECT = re.compile(
-    r"(?:(?P<partner>\b(?:[Mm]y|[Oo]ur)\s+(?:\w+\s+){0,2}?\w+|\b[A-Z][a-z]+)\s+and\s+I\b"
-    r"|\b[Mm]e\s+and\s+(?P<partner2>(?:my\s+|our\s+)?(?:\w+\s+)?\w+)"
-    r"|\bI\b(?!')|\bI(?='(?:ve|d|m|ll)\b)|\b[Ww]e\b(?!')|\b[Ww]e(?='(?:ve|d|re|ll)\b))"
-)
-_IF_CLAUSE = re.compile(
-    r"\b(?:if|unless|whether|wish|hope|hopefully|maybe|imagine)\b[^,.;!?]*$", re.IGNORECASE
-)
-_CLAUSE_END = re.compile(
-    r"\s+(?:-|--|\u2013|\u2014)\s+|[;:!?()]|\.(?:\s|$)|\s*\n|,\s+(?:but|which|who|so|because|though|although"
-    r"|and\s+(?:it|that|they|he|she|we|I|this|those|there))\b|\s+(?:but|because|cause|since|although|though"
-    r"|whereas|while|so\s+(?:I|we|it|that)|and\s+(?:it|that|they|this|there|we|I)(?:\s+|(?='))(?:was|were|is|'s|"
-    r"'re|'ve|has|had|made|felt|turned|went|looked|are|really|totally|just))\b\s*"
-    r"|,\s+(?:it|they|that|this|which|there)(?:\s+|(?='))(?:was|were|is|'s|'re|are|had|has|made|felt|looked|went"
-    r"|turned|really|totally)\b"
-    r"|,?\s+and\s+(?:(?:I|we)\s+)?(?:won|lost|placed|came\s+in|ended\s+up|got\s+(?:first|second|third|"
-    r"the\s+(?:job|part|role|gold|silver|bronze)))\b",
-)
-_OUTCOME = re.compile(
-    r"^(?:,?\s*(?:and|but|-|\u2014|\u2013)\s+|,\s+)(?P<o>(?:(?:it|that|this|they|the\s+\w+)(?:\s+|(?='))(?:was|were|is|'s|"
-    r"'re|are|went|turned\s+out|made|felt|looked|ended|really|totally|had|has)|(?:I|we)\s+(?:won|lost|finished|placed|got|came|made|did|ended|"
-    r"passed|failed|managed|loved|had)|won|lost|finished|placed|ended\s+up|got)\b[^.!?;]*)",
-    re.IGNORECASE,
-)
-_NEXT_OUTCOME = re.compile(
-    r"^(?:It|That|This|They)\s+(?:was|were|went|turned\s+out|ended\s+up|felt)\b[^.!?;]*", re.IGNORECASE
-)
-_PLACE_NOUNS = (
-    word_set(
-        """
+_STATIVE_PRESENT = word_set("have do")
+_PRECISE_DAYS = 7
+_VISIT_VERBS = frozenset({"visit", "reach", "tour", "explore"})
+_PLACE_NOUNS = word_set(
+    """
 park beach gym library museum church school shelter studio restaurant cafe mall store office hospital
-camp zoo stadium arena theater theatre cinema concert festival fair market farm lake mountains river
-center centre club bar pub hotel airport station trail garden gallery island coast city town village
-campus clinic bakery shop venue conference convention court field track pool rink temple castle
-"""
-    )
-    | PLACE_WORDS
-)
-_PLACE_PREP = re.compile(
-    r"\b(?:at|in|to|from|near|around|through|into|visited|visit|visiting)\s+$", re.IGNORECASE
-)
-_LOWER_PLACE = re.compile(
-    r"\b(?:at|in|to)\s+(?P<place>(?:the|a|an|my|our|this|that)\s+(?:[a-z\-]+\s+){0,2}?(?P<noun>[a-z]+))\b"
-)
-_TRAILING_PREP = re.compile(
-    r"(?:\s+(?:and|or|but|the|a|an|this|that|these|with|to|of|like|just|my|your|our|their|is|was|are|were|"
-    r"during|since|until|till|every|not\s+too|not\s+so))+\s*$",
-    re.IGNORECASE,
-)
-_NOT_REPORT = re.compile(
-    r"\b(?:would|could|should|might|wish|hope|if)\b|^\s*(?:let's|let\s+us)\b", re.IGNORECASE
-)
-_LEADING_JUNK = re.compile(
-    r"^(?:(?:and|but|so|then|also|just)\b|,)(?:\s*(?:(?:and|but|so|then|also|just)\b|,))*\s*", re.IGNORECASE
-)
-
-
-@dataclass(frozen=True)
-class _Action:
-    """A subject + verb found in a sentence."""
-
-    subject_start: int
-    verb_start: int
-    partner: str | None
-    prefix: str
-
-
-def _verb_start(sentence: str, pos: int, dated: bool) -> tuple[int, str] | None:
-    """Where the verb phrase after a subject ending at ``pos`` starts, and a prefix for ``what``.
-
-    The prefix is ``"will "`` for a plan said with *will*. None when what follows is not a
-    reportable action: a state, an opinion, a hypothetical, or a vague promise without a date.
-    """
-    raw = sentence[pos:]
-    rest = raw.lstrip()
-    base = pos + len(raw) - len(rest)
-    considered = _CONSIDER.match(rest)
-    if considered is not None:
-        # "We're thinking about going camping": a plan; ``what`` is "going camping".
-        if not dated and considered.group("verb").lower() in _VAGUE_PROGRESSIVE - {"going"}:
-            return None
-        return base + considered.start("verb"), ""
-    if _HYPOTHETICAL.match(rest):
-        return None
-    plan = _PLAN.match(rest)
-    if plan is not None:
-        first = re.match(r"\s*([A-Za-z]+)", rest[plan.end() - 1 :])
-        if first is None:
-            return None
-        if not dated and (
-            plan.group("verb").lower().startswith("excited") or first.group(1).lower() in _VAGUE_PLANS
-        ):
-            return None  # "I'm gonna keep at it!": a resolution, not an event
-        return base + plan.start("verb"), ""
-    will = _WILL.match(rest)
-    if will is not None:
-        head = will.group("verb").lower()
-        if not dated or head in _VAGUE_VERBS or head in {"ever", "never", "not", "be"}:
-            return None  # "I'll keep at it!": a promise, not an event
-        return base + will.start("verb"), "will "
-    progressive = _PROGRESSIVE.match(rest)
-    if progressive is not None:
-        verb = progressive.group("verb").lower()
-        if verb in _PRESENT_STATES or (not dated and verb in _VAGUE_PROGRESSIVE):
-            return None
-        if not dated and verb == "working" and not re.match(r"\s+on\b", rest[progressive.end() :]):
-            return None
-        return base + progressive.start("verb"), ""
-    past = _PAST.match(rest)
-    if past is None:
-        return None
-    aux = (past.group("aux") or "").lower()
-    verb = past.group("verb").lower()
-    participle = verb.endswith(("ed", "en")) or verb in _IRREGULAR_PAST or verb in _PARTICIPLES
-    if aux:
-        if aux in ("had", "'d") and not participle:
-            if aux == "'d":
-                return None
-            # "I had a huge issue": 'had' is the verb itself.
-            return base + past.start("aux"), ""
-        if not participle:
-            return None  # "I have two kids": a state
-        if verb == "got" and aux in ("'ve", "have", "has") and not dated:
-            return None  # "I've got lots of books": possession
-    if verb in {"was", "were"}:
-        if dated and re.match(_BE_EVENT, rest[past.end() :]):
-            return base + past.start("verb"), ""
-        return None
-    if not ((verb.endswith("ed") and len(verb) > 3) or verb in _IRREGULAR_PAST) or verb in _STATIVE:
-        return None
-    return base + past.start("verb"), ""
-
-
-def _main_clause_subject(before: str, time_ends: Sequence[int]) -> bool:
-    """Whether a subject preceded by ``before`` starts a main clause (not "the bowl I made")."""
-    trimmed = before.rstrip()
-    if not trimmed or not (trimmed[-1].isalnum() or trimmed[-1] == "'"):
-        return True  # the start, or after punctuation or an emoji
-    if any(abs(end - len(trimmed)) <= 1 for end in time_ends):
-        return True
-    last = re.search(r"([A-Za-z']+)$", trimmed)
-    return last is not None and last.group(1).lower() in _MAIN_CLAUSE_BEFORE
-
-
-_MAIN_CLAUSE_BEFORE = word_set(
-    """
-and but so then also yesterday today tonight recently finally actually well oh yeah yes anyway plus now
-just once eventually later earlier still even too lately ago week weekend month year night morning
-afternoon evening summer winter spring fall autumn day guess monday tuesday wednesday thursday friday
-saturday sunday mon tue tues wed thu thur thurs fri sat sun
+camp zoo stadium arena theater theatre cinema lake mountains river club bar pub hotel airport station
+trail garden gallery island coast city town village campus clinic bakery shop venue pool rink temple
 """
 )
-_FALLBACK_CUT = re.compile(
-    r"\s+(?:-|--|\u2013|\u2014)\s+|[;:]|,\s+(?:but|and|so)\s+|,\s+|\s+(?:and|but|so)\s+(?=(?:my|our|the|his|her|their|it)\b)"
-)
-_GREETING = re.compile(
-    r"(?:(?:hey|hi|hello|wow|yeah|yes|oh|thanks|thank\s+you|so|well|anyway|guess\s+what|btw|by\s+the\s+way)"
-    r"\b[^,.!?]{0,20}[,!.]\s*)+",
-    re.IGNORECASE,
-)
-_IMPLICIT_RE = re.compile(
-    r"(?P<adv>(?:[Jj]ust|[Ss]till|[Ff]inally|[Rr]ecently|[Aa]lso|[Cc]urrently|[Tt]hen|[Aa]ctually)\s+)?"
-    r"(?P<verb>[A-Za-z]+)\b"
-)
-_FEELINGS = word_set(
-    """
-excited stoked pumped thrilled blessed tired bummed stressed interested amazed surprised pleased
-delighted relieved obsessed inspired motivated overwhelmed scared worried exhausted determined committed
-dedicated impressed touched moved honored honoured thankful glad proud bored annoyed confused
-"""
-)
-_DASH_CONTINUE = frozenset(["got", "went", "made", "took", "had", "finished", "started"])
-_PARTICIPLES = word_set(
-    """
-been done gone seen made had got taken given written read run won lost found bought met begun built
-brought heard kept left paid sent spent taught told thought sold held
-"""
-)
-_PRESENT_STATES = word_set(
-    """
-loving feeling doing enjoying thinking hoping trying looking wondering being getting having rooting glad
-sure so
-not really always still
-"""
-)
-_VAGUE_PROGRESSIVE = word_set(
-    """
-staying keeping going making taking pushing continuing trying focusing holding hanging counting learning
-growing loving living
-"""
-)
-_ING_NOUNS = frozenset(
-    {"morning", "evening", "wedding", "building", "meeting", "ceiling", "spring", "king", "ring"}
-)
-_VAGUE_PLANS = frozenset({"keep", "stay", "try", "continue", "give"})
-# A verb followed by these has a subject other than the speaker ("Made me think", "Got your back").
-_OBJECT_FIRST = re.compile(r"\s+(?:me|us|you|your|him|her|them|it|(?:this|that)(?=\s*[.!?,]|\s*$))\b")
-_VAGUE_VERBS = word_set(
-    """
-keep stay try do get be make continue need have go hang take let see think check talk catch remember
-look give put definitely always never still surely totally
-"""
-)
-
-
-def _actions(sentence: str, dated: bool, time_ends: Sequence[int] = ()) -> list[_Action]:
-    out: list[_Action] = []
-    for match in _SUBJECT.finditer(sentence):
-        before = sentence[: match.start()]
-        if _IF_CLAUSE.search(before) or not _main_clause_subject(before, time_ends):
-            continue
-        found = _verb_start(sentence, match.end(), dated)
-        if found is None:
-            continue
-        partner = match.group("partner") or match.group("partner2")
-        out.append(_Action(match.start(), found[0], partner.strip() if partner else None, found[1]))
-    if not out:
-        implicit = _implicit_subject(sentence)
-        if implicit is not None:
-            out.append(_Action(implicit, implicit, None, ""))
-    return out
-
-
-def _implicit_subject(sentence: str) -> int | None:
-    """Where a chat-style sentence without a subject starts its action ("Took a trip to Rome.")."""
-    greeting = _GREETING.match(sentence)
-    pos = greeting.end() if greeting is not None else 0
-    match = _IMPLICIT_RE.match(sentence, pos)
-    if match is None:
-        return None
-    verb = match.group("verb").lower()
-    if match.group("adv") is None and verb.endswith("ing"):
-        return None  # "Seeing them grow is...": a gerund subject, not an action
-    if verb in _STATIVE or verb in _VAGUE_PROGRESSIVE or verb in _PRESENT_STATES or verb in _FEELINGS:
-        return None
-    if verb.endswith(("thing", "things")) or verb in _ING_NOUNS:
-        return None  # "Just something nice...": a noun, not a verb
-    if verb.endswith("ed") and re.match(r"\s+(?:to|about|that|for|with|by)\b", sentence[match.end() :]):
-        return None  # "Excited to see...": an adjective
-    if not (verb.endswith(("ed", "ing")) or verb in _IRREGULAR_PAST):
-        return None
-    if _OBJECT_FIRST.match(sentence, match.end()) and not verb.endswith("ing"):
-        return None  # "Made me think", "Got your back": the subject is something else
-    if len(sentence[match.start("verb") : _clause_end(sentence, match.start("verb"))].split()) < 3:
-        return None  # "Mixed emotions - ...": too short to be a reported action
-    return match.start("verb")
-
-
-def _clause_end(sentence: str, start: int) -> int:
-    pos = start
-    while True:
-        match = _CLAUSE_END.search(sentence, pos)
-        if match is None:
-            return len(sentence)
-        if match.group().strip() in ("-", "--", "\u2013", "\u2014"):
-            # "I had a writing issue - got stuck on a plot twist": the same action goes on.
-            nxt = re.match(r"\s*([a-z]+)", sentence[match.end() :])
-            if nxt is not None and nxt.group(1) in _IRREGULAR_PAST | _DASH_CONTINUE:
-                pos = match.end()
-                continue
-        return match.start()
-
-
-def _remove_times(text: str, offset: int, mentions: Sequence[TimeMention]) -> str:
-    """``text`` (starting at ``offset`` of the sentence) with time phrases and their prepositions cut."""
-    pieces: list[str] = []
-    cursor = 0
-    for m in mentions:
-        s, e = m.start - offset, m.end - offset
-        if e <= 0 or s >= len(text):
-            continue
-        s, e = max(0, s), min(len(text), e)
-        head = re.sub(
-            r"(?:\b(?:on|in|at|during|over|since|by|from|around|about|until|till|for|of|this|that|the)\s+)+$",
-            "",
-            text[cursor:s],
-            flags=re.IGNORECASE,
-        )
-        pieces.append(head)
-        cursor = e
-    pieces.append(text[cursor:])
-    out = " ".join(p.strip() for p in pieces if p.strip())
-    return re.sub(r"\s+([,.!?])", r"\1", re.sub(r"\s{2,}", " ", out))
-
-
-def _tidy(text: str, max_words: int) -> str:
-    text = text.strip(" ,;:-\u2013\u2014")
-    text = _LEADING_JUNK.sub("", text)
-    words = text.split()
-    if len(words) > max_words:
-        text = " ".join(words[:max_words])
-    text = _TRAILING_PREP.sub("", text)
-    text = text.strip(" ,;:-\u2013\u2014.!?'")
-    if text.count('"') % 2:
-        text = text + '"' if text.rfind('"') > 0 else text.replace('"', "", 1)
-    return text.strip()
-
-
-# Lead-ins of saying, wanting or showing before the content: "I wanted to tell you about ...".
-_LEAD_IN = re.compile(
-    r"^(?:(?:I|we)\s+(?:just\s+|really\s+|also\s+)?(?:wanted|want|wanna|had|have|'ve\s+got|needed|need)\s+to\s+"
-    r"(?:tell|share|show|update)\b(?:\s+(?:with\s+)?(?:you|y'all|u))?(?:\s+(?:about|that|on))?"
-    r"|(?:here's|here\s+is|here\s+are|this\s+is|these\s+are|check\s+out)\s+(?:(?:a|an|the|my|our|some|this|one"
-    r"|another)\s+)?(?:\w+\s+)?(?:pic|photo|picture|shot|snap|snapshot|video|selfie)s?\b(?:\s+(?:of|from|with))?"
-    r"(?:\s+when\b)?)\s*",
-    re.IGNORECASE,
-)
-# A progressive said with its subject: "I've been looking into ..." -> "looking into ...".
-_SUBJECT_ING = re.compile(
-    r"^(?:I|we)(?:'ve\s+been|'m|'re|\s+(?:have\s+been|am|are|was|were))\s+" + _ADVERBS + r"(?=[a-z]+ing\b)",
-    re.IGNORECASE,
-)
-_OBJECT_FIRST_CLAUSE = re.compile(
-    r"^(?P<obj>(?:a|an|the|this|these|that|those|my|our|some)\s+(?:[\w'\-]+\s+){1,4}?)(?:I|we)\s+"
-    r"(?P<verb>made|did|painted|drew|took|wrote|bought|built|baked|cooked|got|read|found|knitted|sewed|"
-    r"designed|created|finished)\b\s*(?P<rest>.*)$",
-    re.IGNORECASE,
-)
-_PREPOSITION_START = re.compile(
-    r"(?:in|at|for|with|from|on|during|last|this|yesterday|recently)\b", re.IGNORECASE
-)
-# Clauses whose subject is not a participant: "It made me reflect ...", "That was ...".
-_NOT_PARTICIPANT = re.compile(
-    r"(?:it|this|that|there|which)(?:'s|\s+(?:was|is|were|are|made|makes|has|had|feels|felt|seems|seemed|"
-    r"reminds|reminded|means|meant|gets|got|really|just|will|would|took|takes|helped|helps))\b",
-    re.IGNORECASE,
-)
-
-
-def _action_clause(what: str) -> str:
-    """``what`` without lead-ins: "I wanted to tell you about my trip" -> "my trip",
-    "Here's a pic from when we met up" -> "met up", "a bowl I made" -> "made a bowl"."""
-    lead = _LEAD_IN.match(what)
-    if lead is not None and lead.end() < len(what):
-        what = what[lead.end() :]
-    subject = _SUBJECT_ING.match(what)
-    if subject is not None:
-        what = what[subject.end() :]
-        what = re.sub(r"^(?:remembering|recalling)\s*,?\s+(?=\S+\s+\S)", "", what, flags=re.IGNORECASE)
-    shown = re.match(r"(?:here's|here\s+is|here\s+are|check\s+out)\s+", what, re.IGNORECASE)
-    made = _OBJECT_FIRST_CLAUSE.match(what[shown.end() :] if shown is not None else what)
-    if made is not None:
-        obj = made.group("obj").strip()
-        obj = obj[0].lower() + obj[1:]
-        rest = made.group("rest")
-        keep = f" {rest}" if rest and _PREPOSITION_START.match(rest) else ""
-        what = f"{made.group('verb').lower()} {obj}{keep}"
-    return what
+_DROPPED_AUX = frozenset({"'ve", "have", "has", "'d", "had", "did", "do", "'m", "am", "'s", "been"})
 
 
 @dataclass
@@ -444,15 +82,15 @@ class _Draft:
     when: TimeRef | None
     where: str | None
     outcome: str | None
-    sources: list[str]
-    action: bool = True
+    quote: str
+    sources: list[str] = field(default_factory=list)
 
 
 def _known_places(kb: KnowledgeBase) -> set[str]:
     return {
         alias.casefold()
         for e in kb.entities.values()
-        if e.type is EntityType.PLACE
+        if e.type in (EntityType.PLACE, EntityType.ORGANIZATION)
         for alias in (e.name, *e.aliases)
     }
 
@@ -466,143 +104,340 @@ def _known_people(kb: KnowledgeBase) -> dict[str, str]:
     return out
 
 
-def _where(
-    sentence: str, start: int, end: int, names: list[NameMention], places: set[str], people: dict[str, str]
-) -> str | None:
-    for name in names:
-        if not start <= name.start < end + 20:
-            continue
-        key = name.text.casefold()
-        if key in people or key.split()[0] in FIRST_NAMES and key not in places:
-            continue
-        before = sentence[max(0, name.start - 25) : name.start]
-        words = key.split()
-        placey = len(words) > 1 and (words[0] in PLACE_WORDS or words[-1] in PLACE_WORDS)
-        if key in places or key in PLACE_NAMES or placey or _PLACE_PREP.search(before):
-            if re.match(r"\s+[a-z]", sentence[name.end : name.end + 2]) and key not in places | PLACE_NAMES:
-                # "at the Harry Potter conference": a modifier, not a place
-                continue
-            return name.text
-    segment = sentence[start:end]
-    for match in _LOWER_PLACE.finditer(segment):
-        if match.group("noun") in _PLACE_NOUNS:
-            return match.group("place")
+def _entity_of(token: Any) -> Any | None:
+    doc = token.doc
+    for ent in doc.ents:
+        if ent.start <= token.i < ent.end:
+            return ent
     return None
 
 
-def _who(
-    speaker: str,
-    segment: str,
-    seg_offset: int,
-    names: list[NameMention],
-    people: dict[str, str],
-    partner: str | None,
-) -> list[str]:
-    who = [speaker]
-    candidates = [n for n in names if seg_offset <= n.start < seg_offset + len(segment)]
-    if partner and partner[:1].isupper() and not partner.lower().startswith(("my ", "our ")):
-        candidates.append(NameMention(partner, seg_offset, seg_offset))
-    for name in candidates:
-        key = name.text.casefold()
-        person = people.get(key)
-        if person is None and key.split()[0] in FIRST_NAMES and len(key.split()) <= 3:
-            person = name.text
-        if person is None:
+def _name_of(token: Any, people: dict[str, str]) -> str | None:
+    """The person (or pet) a subject token names: a known name, a PERSON entity, or a name in
+    apposition ("my sister Lena")."""
+    for candidate in (token, *(c for c in token.children if c.dep_ in ("appos", "compound"))):
+        if candidate.pos_ != "PROPN":
             continue
-        if person.casefold() != speaker.casefold() and person not in who:
-            who.append(person)
-    return who
+        ent = _entity_of(candidate)
+        text = (
+            re.sub(r"^(?:the|my)\s+", "", ent.text, flags=re.IGNORECASE)
+            if ent is not None
+            else candidate.text
+        )
+        known = people.get(text.casefold()) or people.get(candidate.text.casefold())
+        if known is not None:
+            return known
+        if ent is not None and ent.label_ == "PERSON" and " and " not in text:
+            return text
+    return None
 
 
-def _sentence_events(
-    utt: Utterance,
-    sentence: str,
-    sent_offset: int,
-    mentions: list[TimeMention],
-    next_sentence: str | None,
-    known: set[str],
-    common: frozenset[str],
-    places: set[str],
-    people: dict[str, str],
-) -> _Draft | None:
-    stripped = sentence.rstrip()
-    if stripped.endswith("?"):
+def _earlier_person(turn: ParsedTurn, before: int, people: dict[str, str], speaker: str) -> str | None:
+    """The single person named before token ``before`` in the turn, for a "he"/"she" subject."""
+    found: list[str] = []
+    for ent in turn.doc.ents:
+        if ent.end <= before and ent.label_ == "PERSON":
+            name = people.get(ent.text.casefold(), ent.text)
+            if name.casefold() != speaker.casefold() and name not in found:
+                found.append(name)
+    return found[-1] if len(found) == 1 else None
+
+
+def _who(clause: Clause, turn: ParsedTurn, people: dict[str, str], dated: bool) -> list[str] | None:
+    speaker = turn.utterance.speaker
+    subject = clause.subject
+    if subject is None:
+        # "Took a short trip to Rome": a sentence that starts with a past verb has the speaker as subject.
+        first = next((t for t in clause.verb.sent if not (t.is_punct or t.dep_ in ("intj", "advmod"))), None)
+        starts = first is not None and first.i == clause.verb.i and clause.verb.dep_ == "ROOT"
+        has_prep = any(c.dep_ == "prep" for c in clause.verb.children)
+        return [speaker] if starts and clause.verb.tag_ == "VBD" and (has_prep or dated) else None
+    word = subject.lower_
+    conjuncts = [subject, *(c for c in subject.conjuncts)]
+    names = [n for n in (_name_of(t, people) for t in conjuncts) if n is not None]
+    if any(t.lower_ in _FIRST for t in conjuncts):
+        return list(dict.fromkeys([speaker, *(n for n in names if n.casefold() != speaker.casefold())]))
+    if names:
+        return list(dict.fromkeys(names))
+    if word in _THIRD:
+        earlier = _earlier_person(turn, subject.i, people, speaker)
+        return [earlier] if earlier is not None else None
+    if dated and _told_subject(subject):
+        return [speaker]  # "Last weekend our town held a street festival", "someone wrote me a letter"
+    return None
+
+
+def _told_subject(subject: Any) -> bool:
+    """A subject that is a common noun phrase or "someone": the speaker tells what it did, and
+    the subject stays in ``what``."""
+    if subject.pos_ == "NOUN":
+        return _entity_of(subject) is None
+    return subject.lower_ in _INDEFINITE
+
+
+def _partners(clause: Clause) -> str | None:
+    """Unnamed people joined to "I" in the subject: "My mom and I" -> "my mom"."""
+    subject = clause.subject
+    if subject is None:
         return None
-    local = [
-        TimeMention(m.start - sent_offset, m.end - sent_offset, m.text, m.time)
-        for m in mentions
-        if sent_offset <= m.start < sent_offset + len(sentence)
-    ]
-    actions = _actions(sentence, bool(local), [m.end for m in local])
-    if not actions and not local:
+    conjuncts = [subject, *subject.conjuncts]
+    if not any(t.lower_ in _FIRST for t in conjuncts):
         return None
-    if actions:
-        # The action whose clause holds the time phrase, else one just after it, else the first.
-        chosen = actions[0]
-        spans = [(a, a.subject_start, _clause_end(sentence, a.verb_start)) for a in actions]
-        inside = [a for a, s, e in spans if any(s <= m.start <= e for m in local)]
-        near = [a for a, s, e in spans if any(s - 40 <= m.start <= e for m in local)]
-        if inside:
-            chosen = inside[0]
-        elif near:
-            chosen = near[0]
-        start = chosen.verb_start
-        partner = chosen.partner
-        prefix = chosen.prefix
-    else:
-        if _IF_CLAUSE.search(sentence) or _NOT_REPORT.search(sentence):
-            return None
-        # A dated sentence without a first-person action: the clause around the time phrase.
-        first = local[0]
-        start = 0
-        for cut in _FALLBACK_CUT.finditer(sentence[: first.start]):
-            if len(sentence[cut.end() : first.start].split()) >= 2 or first.start - cut.end() < 2:
-                start = cut.end()
-        greeting = _GREETING.match(sentence[start:])
-        if greeting is not None:
-            start += greeting.end()
-        partner = None
-        prefix = ""
-    end = _clause_end(sentence, start)
-    # A time phrase just before the clause end still belongs to it ("... powerful. " vs "yesterday and").
-    times_in = [m for m in local if start <= m.start < end]
-    times_before = [m for m in local if m.end <= start and start - m.end <= 40]
-    chosen_time = (
-        times_in[0] if times_in else (times_before[-1] if times_before else (local[0] if local else None))
+    unnamed = [t for t in conjuncts if t.pos_ == "NOUN" and any(c.dep_ == "poss" for c in t.children)]
+    if not unnamed:
+        return None
+    return " and ".join(
+        " ".join(w.lower_ for w in t.subtree if w.dep_ != "cc" and w.i <= t.i) for t in unnamed
     )
-    when = chosen_time.time if chosen_time is not None else None
-    raw_what = _remove_times(sentence[start:end], start, [m for m in local if start <= m.start < end])
-    what = _tidy(re.sub(r"^\s*'s\s+", "", raw_what), _MAX_WHAT_WORDS)
-    what = re.sub(r",\s*[A-Z][a-z]+$", "", what)  # a trailing vocative: "..., Gina"
-    clause = _action_clause(what)
-    led_in = _LEAD_IN.match(what) is not None and clause != what
-    what = clause
-    if len(what.split()) < 2:
+
+
+def _framed(verb: Any) -> bool:
+    """Whether the clause hangs under a wish, a hedge or a condition ("I wish I had gone")."""
+    node = verb
+    for _ in range(6):
+        if node.dep_ in ("ROOT",) or node.head.i == node.i:
+            return False
+        if any(c.dep_ == "mark" and c.lower_ in _HYPOTHETICAL_MARKS for c in node.children):
+            return True
+        head = node.head
+        if node.dep_ in ("ccomp", "xcomp", "advcl") and head.lemma_.casefold() in _UNREAL_FRAMES:
+            return not (head.lemma_.casefold() in _PLAN_FRAMES and node.dep_ == "pcomp")
+        if (
+            any(c.dep_ == "aux" and c.lemma_.casefold() in _MODAL for c in head.children)
+            and node.dep_ == "xcomp"
+        ):
+            return True
+        node = head
+    return False
+
+
+def _planned_by_frame(verb: Any) -> bool:
+    """ "thinking about going fishing", "considering adopting a kitten": the gerund is a plan."""
+    if verb.tag_ != "VBG" or verb.dep_ not in ("pcomp", "xcomp"):
+        return False
+    frame = verb.head.head if verb.dep_ == "pcomp" else verb.head
+    return frame.lemma_.casefold() in _PLAN_FRAMES and frame.tag_ == "VBG"
+
+
+def _reported(clause: Clause, dated: bool) -> bool:
+    """Whether the clause reports an event (done, or planned), not a state, wish or question."""
+    verb = clause.verb
+    if verb.pos_ != "VERB" or clause.negated:
+        return False
+    aux = clause.aux_lemmas
+    if aux & _MODAL or any(c.lower_ in _HYPOTHETICAL_MARKS for c in verb.children if c.dep_ == "mark"):
+        return False
+    if _planned_by_frame(verb):
+        return True
+    if _framed(verb):
+        return False
+    lemma = verb.lemma_.casefold()
+    if lemma == "go" and any(c.dep_ == "xcomp" for c in verb.children) and verb.tag_ == "VBG":
+        return True  # "going to run the marathon"
+    if lemma in _PLAN_FRAMES and verb.tag_ == "VBG":
+        return any(c.dep_ == "xcomp" for c in verb.children)  # "planning to repaint", not "thinking about"
+    if lemma in _STATIVE:
+        return False
+    if lemma in _STATIVE_PRESENT and verb.tag_ != "VBD" and not aux & {"have"}:
+        return False
+    if verb.tag_ == "VBD" or (verb.tag_ == "VBN" and aux & {"have", "be"}):
+        return True
+    if verb.tag_ == "VBG" and "have" in aux:
+        return True  # "I've been learning the cello"
+    if aux & _PLAN_AUX:
+        return True
+    return dated and verb.tag_ in ("VBG", "VBP", "VBZ", "VB")
+
+
+def _time_tokens(clause: Clause, mention: TimeMention) -> set[int]:
+    """The clause's tokens of a time phrase, if the phrase is a whole constituent ("on the 2nd", "last
+    weekend"); else none, so that "the week after the race" is not cut to "the after the race"."""
+    inside = [t for t in clause.tokens if mention.start <= t.idx < mention.end]
+    if not inside:
+        return set()
+    ids = {t.i for t in inside}
+    roots = [t for t in inside if t.head.i not in ids or t.head.i == t.i]
+    if len(roots) != 1 or any(t.i not in ids for t in roots[0].subtree):
+        return set()
+    root = roots[0]
+    prep = root.head
+    if root.dep_ == "pobj" and prep.dep_ == "prep" and len(list(prep.children)) == 1:
+        ids.add(prep.i)  # "on" of "on the 2nd"
+    return ids
+
+
+def _what(clause: Clause, turn: ParsedTurn) -> str:
+    drop: set[int] = set()
+    for mention in turn.times_in(clause.tokens[0].idx, clause.end_char):
+        drop |= _time_tokens(clause, mention)
+    for token in clause.tokens:
+        if token.dep_ == "aux" and token.lower_ in _DROPPED_AUX:
+            drop.add(token.i)
+    tokens = list(clause.tokens)
+    subject = clause.subject
+    if subject is not None and not subject.conjuncts and _told_subject(subject):
+        tokens = sorted([*subject.subtree, *tokens], key=lambda t: t.i)
+    words = phrase(tokens, drop).split()
+    if words and words[0].casefold() in ("'ll", "wo"):
+        words[0] = "will"
+    verb = clause.verb
+    if verb.dep_ == "relcl" and not any(c.dep_ == "dobj" for c in verb.children):
+        # "This scarf I knitted last month" -> "knitted this scarf"
+        noun = verb.head
+        obj = phrase(t for t in noun.subtree if t.i <= noun.i and t.dep_ not in ("relcl",)).split()
+        if obj and noun.doc[noun.left_edge.i].pos_ != "PROPN":
+            obj[0] = obj[0].lower()
+        words += obj
+    partner = _partners(clause)
+    if partner is not None:
+        words += ["with", *partner.split()]
+    return " ".join(words[:_MAX_WHAT_WORDS])
+
+
+def _substantive(clause: Clause) -> bool:
+    """Whether the clause names something: a noun, a number or a place, not only "got one"."""
+    return any(
+        t.pos_ in ("NOUN", "PROPN", "NUM") and t.i != clause.verb.i and t.lower_ not in ("one", "ones")
+        for t in clause.tokens
+    ) or any(t.dep_ == "prt" for t in clause.verb.children)
+
+
+def _where(clause: Clause, places: set[str]) -> str | None:
+    for token in clause.tokens:
+        if token.dep_ == "dobj" and token.head.i == clause.verb.i and token.head.lemma_ in _VISIT_VERBS:
+            objects = [token]
+        elif token.dep_ == "prep" and token.lower_ in _PLACE_PREPS:
+            objects = [c for c in token.children if c.dep_ == "pobj"]
+        else:
+            continue
+        for obj in objects:
+            if obj.pos_ == "NOUN" and obj.lemma_.casefold() in _PLACE_NOUNS:
+                return " ".join(t.text for t in obj.subtree if t.i <= obj.i)
+            ent = _entity_of(obj)
+            if ent is not None and (ent.label_ in _PLACE_LABELS or ent.text.casefold() in places):
+                return re.sub(r"^the\s+", "", ent.text, flags=re.IGNORECASE)
+            chunk = " ".join(t.text for t in obj.subtree if t.dep_ in ("compound",) or t.i == obj.i)
+            if chunk.casefold() in places:
+                return chunk
+    return None
+
+
+def _outcome_clauses(clause: Clause) -> list[Any]:
+    """Clauses joined to the event that tell how it went: "and won", "and I placed third",
+    "- it was delicious"."""
+    out = []
+    for child in clause.verb.children:
+        if child.dep_ not in ("conj", "parataxis", "ccomp", "advcl") or child.i < clause.verb.i:
+            continue
+        if child.pos_ not in ("VERB", "AUX"):
+            continue
+        subject = next((c for c in child.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        if (
+            subject is not None and subject.lower_ in _OUTCOME_SUBJECTS
+        ) or child.lemma_.casefold() in _RESULT_VERBS:
+            out.append(child)
+    return out
+
+
+def _outcome(clause: Clause) -> str | None:
+    for child in _outcome_clauses(clause):
+        skip = {
+            t.i
+            for c in child.children
+            if c.dep_ in ("conj",) and c.pos_ in ("VERB", "AUX")
+            for t in c.subtree
+        }
+        words = phrase(t for t in child.subtree if t.i not in skip).split()
+        if words:
+            return " ".join(words[:_MAX_OUTCOME_WORDS])
+    return None
+
+
+def _clause_of(token: Any) -> Any | None:
+    """The clause head a token hangs under: the first verb up its chain of heads that heads a clause."""
+    node = token
+    for _ in range(len(token.sent)):
+        if node.pos_ in ("VERB", "AUX") and node.dep_ in CLAUSE_DEPS:
+            return node
+        if node.head.i == node.i:
+            return None
+        node = node.head
+    return None
+
+
+def _time_of(clause: Clause, turn: ParsedTurn, sent: Any) -> TimeMention | None:
+    """The time phrase attached to the clause's verb in the parse ("on Sunday we took them"), else the
+    sentence's only time phrase when no other clause holds it."""
+    in_sentence = turn.times_in(sent.start_char, sent.end_char)
+    owners: list[Any | None] = []
+    for mention in in_sentence:
+        token = next((t for t in sent if t.idx <= mention.start < t.idx + len(t.text)), None)
+        owners.append(_clause_of(token) if token is not None else None)
+    attached = [
+        m
+        for m, owner in zip(in_sentence, owners, strict=True)
+        if owner is not None and owner.i == clause.verb.i
+    ]
+    if attached:
+        return attached[0]
+    unowned = [
+        m for m, owner in zip(in_sentence, owners, strict=True) if owner is None or owner.dep_ == "ROOT"
+    ]
+    if len(in_sentence) == 1 and unowned:
+        return unowned[0]
+    return None
+
+
+def _planned(clause: Clause) -> bool:
+    """A clause about what is to come: "will", "going to", "planning to", or the present tense
+    ("I start at Harbourside on the 2nd", "Sami is moving up in October")."""
+    verb = clause.verb
+    aux = clause.aux_lemmas
+    if aux & _PLAN_AUX or verb.lemma_.casefold() in _PLAN_FRAMES | {"go"} and verb.tag_ == "VBG":
+        return True
+    return verb.tag_ in ("VBP", "VBZ") or (verb.tag_ == "VBG" and "have" not in aux and "be" in aux)
+
+
+def _resolved(time: TimeMention | None, clause: Clause, turn: ParsedTurn) -> TimeRef | None:
+    """The clause's time, read forward for a plan ("in October" said in August is this October)."""
+    if time is None:
         return None
-    if not actions and ((len(content_words(what)) < 2 and not led_in) or _NOT_PARTICIPANT.match(what)):
-        return None  # "See you tomorrow!", "It made me think"
-    what = prefix + what
-    if partner and partner.lower().startswith(("my ", "our ")):
-        what = f"{what} with {partner[0].lower()}{partner[1:]}"
-    outcome_match = _OUTCOME.match(sentence[end:])
-    outcome = None
-    if outcome_match is not None:
-        outcome = _tidy(_remove_times(outcome_match.group("o"), 0, []), _MAX_OUTCOME_WORDS) or None
-    elif next_sentence is not None:
-        nxt = _NEXT_OUTCOME.match(normalize_quotes(next_sentence))
-        if nxt is not None:
-            outcome = _tidy(nxt.group(0), _MAX_OUTCOME_WORDS) or None
-    names = find_names(sentence, known, common)
-    who = _who(utt.speaker, sentence[start:end], start, names, people, partner)
-    if actions:
-        # Names in the subject ("Anthony and I went...").
-        subj = sentence[chosen.subject_start : chosen.verb_start]
-        who = _who(utt.speaker, subj, chosen.subject_start, names, people, partner) + [
-            w for w in who[1:] if w not in subj
-        ]
-        who = list(dict.fromkeys(who))
-    where = _where(sentence, start, end, names, places, people)
-    return _Draft(who, what, when, where, outcome, [utt.id], bool(actions))
+    if _planned(clause) and time.time.basis == "phrase":
+        return normalize(time.text, turn.utterance.timestamp, prefer="future")
+    return time.time
+
+
+def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict[str, str]) -> list[_Draft]:
+    text = sent.text.strip()
+    if not text or text.endswith("?"):
+        return []
+    drafts: list[_Draft] = []
+    consumed: set[int] = set()
+    for clause in clauses(sent):
+        if clause.verb.i in consumed:
+            continue
+        time = _time_of(clause, turn, sent)
+        if not _reported(clause, time is not None):
+            continue
+        consumed.update(c.i for c in _outcome_clauses(clause))
+        who = _who(clause, turn, people, time is not None)
+        if who is None:
+            continue
+        what = _what(clause, turn)
+        if len(what.split()) < 2 or not (_substantive(clause) or time is not None):
+            continue
+        drafts.append(
+            _Draft(
+                who=who,
+                what=what,
+                when=_resolved(time, clause, turn),
+                where=_where(clause, places),
+                outcome=_outcome(clause),
+                quote=text[:_MAX_QUOTE_CHARS],
+                sources=[turn.utterance.id],
+            )
+        )
+    return drafts
 
 
 _ABOUT_THEM = re.compile(
@@ -612,41 +447,38 @@ _ABOUT_THEM = re.compile(
 )
 
 
-def _their_event(
-    utt: Utterance, other: str, sentence: str, sent_offset: int, mentions: list[TimeMention]
-) -> _Draft | None:
-    """An event of the other speaker stated by a question or a congratulation.
+def _their_event(turn: ParsedTurn, other: str, sent: Any) -> _Draft | None:
+    """An event of the other speaker stated by a dated question or a congratulation.
 
     "How was your trip to Lisbon last week?" and "Congrats on winning the final!" say that
     something happened to the person addressed.
     """
-    match = _ABOUT_THEM.match(normalize_quotes(sentence))
+    sentence = normalize_quotes(sent.text)
+    match = _ABOUT_THEM.match(sentence)
     if match is None:
         return None
     group = "how" if match.group("how") is not None else "congrats"
-    local = [
-        TimeMention(m.start - sent_offset, m.end - sent_offset, m.text, m.time)
-        for m in mentions
-        if sent_offset + match.start(group) <= m.start < sent_offset + match.end(group)
-    ]
-    raw = match.group(group)
-    raw = raw[: _clause_end(raw, 0)]
-    what = _tidy(_remove_times(raw, match.start(group), local), _MAX_WHAT_WORDS)
-    what = re.sub(r"^your\s+", "", what, flags=re.IGNORECASE)
+    offset = sent.start_char
+    local = turn.times_in(offset + match.start(group), offset + match.end(group))
     if group == "how" and not local:
         return None  # "How was your day?": small talk unless the question dates it
+    raw = match.group(group)
+    for mention in reversed(local):
+        a, b = mention.start - offset - match.start(group), mention.end - offset - match.start(group)
+        raw = raw[:a] + raw[b:]
+    what = re.sub(r"^your\s+", "", " ".join(raw.split()).strip(" ,.!"), flags=re.IGNORECASE)
     if not what or what.split()[0].lower() in {"how", "what", "that", "this", "it", "all", "everything"}:
         return None
     if group == "congrats":
         what = f"congratulated on {what}"
-    return _Draft([other], what, local[0].time if local else None, None, None, [utt.id])
+    return _Draft(
+        [other], what, local[0].time if local else None, None, None, sentence.strip(), [turn.utterance.id]
+    )
 
 
-def _precise(when: TimeRef | None) -> bool:
+def _precise(when: TimeRef) -> bool:
     """Precise enough to date the next sentence's action: a day, a week or a weekend."""
-    if when is None or when.start is None or when.end is None:
-        return False
-    return (when.end - when.start).days <= 7
+    return when.start is not None and when.end is not None and (when.end - when.start).days <= _PRECISE_DAYS
 
 
 def _key(draft: _Draft) -> tuple[str, str, str]:
@@ -656,64 +488,71 @@ def _key(draft: _Draft) -> tuple[str, str, str]:
     return (draft.who[0].casefold(), re.sub(r"\W+", " ", draft.what.casefold()).strip(), when_key)
 
 
-def _discard(drafts: dict[tuple[str, str, str], _Draft], draft: _Draft) -> None:
-    key = _key(draft)
-    if drafts.get(key) is draft:
-        del drafts[key]
-
-
-def extract_events(batch: Sequence[Utterance], kb: KnowledgeBase) -> list[EventObservation]:
-    """Event observations found in ``batch``.
+def extract_events(
+    turns: Sequence[ParsedTurn], kb: KnowledgeBase, people: Mapping[str, str] | None = None
+) -> list[EventObservation]:
+    """Event observations found in a parsed batch.
 
     Args:
-        batch: The utterances to read.
+        turns: The batch's utterances with their parses.
         kb: Read-only context: known people and places help fill ``who`` and ``where``.
+        people: casefolded name -> name of the people (and pets) the batch's entity extraction found.
 
     Returns:
         Events in utterance order; an event reported twice in the batch is kept once with
         both sources.
     """
     places = _known_places(kb)
-    people = _known_people(kb)
-    for u in batch:
-        people.setdefault(u.speaker.casefold(), u.speaker)
-    texts = [normalize_quotes(u.text) for u in batch]
-    common = lowercase_vocabulary(texts)
-    known = set(people) | places
-    drafts: dict[tuple[str, str, str], _Draft] = {}
+    known = _known_people(kb)
+    people = {**(people or {}), **known}
+    for turn in turns:
+        people.setdefault(turn.utterance.speaker.casefold(), turn.utterance.speaker)
     kb_speakers = [e.name for e in kb.entities.values() if e.is_speaker]
-    speakers = list(dict.fromkeys([*(u.speaker for u in batch), *kb_speakers]))
-    for utt, text in zip(batch, texts, strict=True):
-        if not text.strip():
-            continue
-        mentions = find_time_expressions(text, utt.timestamp)
-        sentences = split_sentences(text)
-        others = [s for s in speakers if s != utt.speaker]
-        pending: _Draft | None = None  # a dated sentence without an action: "Last week was wild."
-        for k, sent in enumerate(sentences):
-            nxt = sentences[k + 1].text if k + 1 < len(sentences) else None
-            draft = _sentence_events(utt, sent.text, sent.start, mentions, nxt, known, common, places, people)
-            if draft is None and len(others) == 1:
-                draft = _their_event(utt, others[0], sent.text, sent.start, mentions)
-            if draft is None:
-                continue
-            if pending is not None and draft.action and draft.when is None and _precise(pending.when):
-                # "Something great happened last Friday. I went to ..." -> the action gets the date.
-                draft.when = pending.when
-                if len(pending.what.split()) <= 4:
-                    _discard(drafts, pending)
-            pending = draft if not draft.action and draft.when is not None else None
-            key = _key(draft)
-            old = drafts.get(key)
-            if old is None:
-                drafts[key] = draft
-            elif utt.id not in old.sources:
-                old.sources.append(utt.id)
+    speakers = list(dict.fromkeys([*(t.utterance.speaker for t in turns), *kb_speakers]))
+    drafts: dict[tuple[str, str, str], _Draft] = {}
+    for turn in turns:
+        others = [s for s in speakers if s != turn.utterance.speaker]
+        previous: list[_Draft] = []
+        carried: TimeRef | None = None  # "Something great happened last Friday. I ran ..."
+        for sent in turn.doc.sents:
+            found = _sentence_events(turn, sent, places, people)
+            if not found and len(others) == 1:
+                theirs = _their_event(turn, others[0], sent)
+                found = [theirs] if theirs is not None else []
+            text = sent.text.strip()
+            if not found and previous and previous[-1].outcome is None and _OUTCOME_START.match(text):
+                previous[-1].outcome = " ".join(text.rstrip(".!").split()[:_MAX_OUTCOME_WORDS])
+            sentence_times = turn.times_in(sent.start_char, sent.end_char)
+            for draft in found:
+                if draft.when is None and carried is not None:
+                    draft.when = carried
+            # A precise date carries to the next sentence's undated events: "Something great happened
+            # last Friday. I ran ...", "Tomas was here last weekend. He beat me by four seconds."
+            dated = [d.when for d in found if d.when is not None]
+            if dated:
+                carried = dated[-1]
+            elif len(sentence_times) == 1:
+                carried = sentence_times[0].time
+            elif sentence_times:
+                carried = None
+            if carried is not None and not _precise(carried):
+                carried = None
+            previous = found or previous
+            for draft in found:
+                old = drafts.setdefault(_key(draft), draft)
+                if old is not draft and turn.utterance.id not in old.sources:
+                    old.sources.append(turn.utterance.id)
     out = [
         EventObservation(
-            who=d.who, what=d.what, when=d.when, where=d.where, outcome=d.outcome, sources=d.sources
+            who=d.who,
+            what=d.what,
+            when=d.when,
+            where=d.where,
+            outcome=d.outcome,
+            quote=d.quote,
+            sources=d.sources,
         )
         for d in drafts.values()
     ]
-    _log.debug("%d event observations from %d utterances", len(out), len(batch))
+    _log.debug("%d event observations from %d utterances", len(out), len(turns))
     return out

@@ -237,13 +237,20 @@ class TopicExtractor:
         self._given: Mapping[str, _Vector] = {}
         self._keep: set[str] = set()
 
-    def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> list[TopicObservation]:
+    def extract(
+        self,
+        batch: Sequence[Utterance],
+        kb: KnowledgeBase,
+        phrases: Mapping[str, Sequence[str]] | None = None,
+    ) -> list[TopicObservation]:
         """Topic observations of ``batch``: one per (topic, session) pair, in order of appearance.
 
         Args:
             batch: Consecutive utterances of one or more sessions, in time order.
             kb: The KB so far, read only: its topics are linked to, and its utterances give the
                 document frequencies of keyword ranking and the text of topics' sources.
+            phrases: noun phrases of each utterance (by id), from a parse: a new topic is labelled
+                with the phrases that carry its top keywords; without them, with the keywords.
 
         Returns:
             Observations whose ``topic_id`` names the known topic they extend, or ``None`` for a
@@ -258,7 +265,7 @@ class TopicExtractor:
             return []
         segments = self._segments(content)
         groups = self._link(segments, kb, names)
-        observations = self._observations(groups, content, kb, names)
+        observations = self._observations(groups, content, kb, names, phrases or {})
         # Keep the vectors of this batch (the next batch's topic sources) and of current topics.
         self._vectors = {text: self._vectors[text] for text in self._keep}
         logger.debug(
@@ -446,14 +453,23 @@ class TopicExtractor:
     # -- observations ------------------------------------------------------------------------
 
     def _observations(
-        self, groups: list[_Group], content: _Content, kb: KnowledgeBase, names: frozenset[str]
+        self,
+        groups: list[_Group],
+        content: _Content,
+        kb: KnowledgeBase,
+        names: frozenset[str],
+        phrases: Mapping[str, Sequence[str]],
     ) -> list[TopicObservation]:
         by_label = {t.label.casefold(): t for t in kb.topics.values()}
         labelled: dict[str, tuple[str, TopicAnchor | None, list[_Segment]]] = {}
         for group in groups:
             topic = group.topic
             fresh = {key for key, (_, known, _) in labelled.items() if known is None}
-            label = topic.label if topic is not None else self._new_label(group, content, by_label, fresh)
+            label = (
+                topic.label
+                if topic is not None
+                else self._new_label(group, content, by_label, fresh, phrases)
+            )
             # A new topic labelled like a known one has its top keywords: the merge would join them
             # by label anyway, so it is linked here, together with the batch's other segments of it.
             topic = topic or by_label.get(label.casefold())
@@ -475,15 +491,24 @@ class TopicExtractor:
         return sorted(observations, key=lambda o: position[o.sources[0]])
 
     def _new_label(
-        self, group: _Group, content: _Content, known: Container[str], taken: Container[str]
+        self,
+        group: _Group,
+        content: _Content,
+        known: Container[str],
+        taken: Container[str],
+        phrases: Mapping[str, Sequence[str]],
     ) -> str:
-        """Top keywords of the group, lengthened while another new topic of the batch has the label."""
-        docs = [content.tokens[p] for s in group.segments for p in s.positions]
+        """The noun phrases of the group that carry its top keywords (else the keywords themselves),
+        lengthened while another new topic of the batch has the label."""
+        positions = [p for s in group.segments for p in s.positions]
+        docs = [content.tokens[p] for p in positions]
         ranked = rank_keywords(docs, self._stats.df, self._max_keywords)
         if not ranked:
-            return f"conversation of {content.utterances[group.segments[0].positions[0]].session}"
-        label = " / ".join(form for _, form, _ in ranked[: self._label_terms])
-        for _, form, _ in ranked[self._label_terms :]:
+            return f"conversation of {content.utterances[positions[0]].session}"
+        candidates = [ph for p in positions for ph in phrases.get(content.utterances[p].id, ())]
+        terms = _phrase_terms(candidates, ranked) or [form for _, form, _ in ranked]
+        label = " / ".join(terms[: self._label_terms])
+        for form in terms[self._label_terms :]:
             if label.casefold() in known or label.casefold() not in taken:
                 break
             label = f"{label} / {form}"
@@ -561,6 +586,36 @@ class TopicExtractor:
             candidates.remove(pick)
         chosen.sort(key=lambda c: c[1])
         return [_trim(f"{speaker}: {sentence}", self._summary_chars) for _, _, speaker, sentence in chosen]
+
+
+_MAX_PHRASE_WORDS = 4
+
+
+def _phrase_terms(phrases: Sequence[str], ranked: Sequence[tuple[str, str, float]]) -> list[str]:
+    """Noun phrases ranked by the keyword weight they carry (repeats count once more each), one per
+    keyword: "pottery class", "wonky bowls" rather than "pottery / bowl"."""
+    weights = {lemma: score for lemma, _, score in ranked}
+    scored: dict[str, tuple[float, str, frozenset[str]]] = {}
+    for text in phrases:
+        words = text.split()
+        if not words or len(words) > _MAX_PHRASE_WORDS:
+            continue
+        lemmas = frozenset(lemmatize(w.casefold()) for w in words)
+        carried = [weights[lemma] for lemma in lemmas if lemma in weights]
+        if not carried:
+            continue
+        score = sum(carried) / (1.0 + 0.25 * (len(words) - len(carried)))
+        key = text.casefold()
+        old = scored.get(key)
+        scored[key] = (score if old is None else old[0] + 0.5 * score, text, lemmas)
+    out: list[str] = []
+    used: set[str] = set()
+    for _, text, lemmas in sorted(scored.values(), key=lambda item: -item[0]):
+        if lemmas & used:
+            continue
+        out.append(text)
+        used |= lemmas
+    return out
 
 
 def _centroid(vectors: _Vector, docs: Sequence[Sequence[Token]]) -> _Vector:

@@ -1,0 +1,58 @@
+"""One parse per turn: the spaCy docs and time expressions that entity and event extraction share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gravity_core.extract.offline.text import normalize_quotes
+from gravity_core.schema import Utterance
+from gravity_core.temporal import TimeMention, find_time_expressions
+
+__all__ = ["ParsedTurn", "noun_phrases", "parse_batch"]
+
+_BATCH = 64
+_PHRASE_DROPS = frozenset({"det", "poss", "predet", "punct", "case", "nummod", "quantmod"})
+_VAGUE = frozenset({"thing", "things", "stuff", "lot", "bit", "kind", "way", "time", "day", "one", "ones"})
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """An utterance with its parse (``doc.text`` is the text with straight quotes) and time phrases."""
+
+    utterance: Utterance
+    doc: Any  # spacy.tokens.Doc
+    times: tuple[TimeMention, ...]
+
+    def times_in(self, start: int, end: int) -> list[TimeMention]:
+        """The time phrases that begin inside the character span ``[start, end)``."""
+        return [m for m in self.times if start <= m.start < end]
+
+
+def parse_batch(nlp: Any, batch: Sequence[Utterance]) -> list[ParsedTurn]:
+    """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass."""
+    texts = [normalize_quotes(u.text) for u in batch]
+    docs = nlp.pipe(texts, batch_size=_BATCH)
+    return [
+        ParsedTurn(u, doc, tuple(find_time_expressions(text, u.timestamp)))
+        for u, text, doc in zip(batch, texts, docs, strict=True)
+    ]
+
+
+def noun_phrases(turn: ParsedTurn) -> list[str]:
+    """The turn's noun phrases as written, without determiners and possessives ("the pottery class"
+    -> "pottery class"); pronouns and vague heads ("things", "a lot") are left out."""
+    out: list[str] = []
+    for chunk in turn.doc.noun_chunks:
+        root = chunk.root
+        if root.pos_ == "PRON" or root.lower_ in _VAGUE or root.like_num:
+            continue
+        words = [
+            t.text if t.pos_ == "PROPN" else t.lower_
+            for t in chunk
+            if t.dep_ not in _PHRASE_DROPS and not t.is_stop or t.i == root.i
+        ]
+        if words:
+            out.append(" ".join(words))
+    return out
