@@ -75,7 +75,7 @@ class ShowRetrieval(BaseCallbackHandler):
         system = str(prompt[0].content)
         profiles = system.partition("# Entity Profiles")[2].partition("</entity_profiles>")[0]
         for line in profiles.strip().splitlines()[:2]:
-            print(f"  profile:  {line[:150]}")
+            print(f"  profile:  {line[:400]}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,7 +56,7 @@ _SMALL_WORDS = frozenset(
 )
 _MIN_WHAT_OVERLAP = 0.5
 _FINITE_TAGS = frozenset({"VBD", "VBP", "VBZ", "MD"})
-_MAX_VALUE_WORDS = 6
+_DANGLING = frozenset({"ADP", "SCONJ", "CCONJ", "DET", "PART", "AUX"})
 
 
 @dataclass(frozen=True)
@@ -224,15 +224,12 @@ def score_anchors(kb: KnowledgeBase, gold: GoldSet) -> QualityReport:
 
 def fragment_values(nlp: Any, values: Iterable[str]) -> list[str]:
     """The attribute values that are not a phrase: a finite verb in more than one word, a subject of
-    their own, or more than six words ("focusing more on my well-being rather")."""
+    their own, or a last word that needs more ("focusing more on my well-being rather than")."""
     out: list[str] = []
     for value in values:
         doc = nlp(value)
         finite = len(doc) > 1 and any(t.tag_ in _FINITE_TAGS for t in doc)
-        if (
-            len(value.split()) > _MAX_VALUE_WORDS
-            or finite
-            or any(t.dep_ in ("nsubj", "nsubjpass") for t in doc)
-        ):
+        dangling = len(doc) > 1 and doc[-1].pos_ in _DANGLING
+        if finite or dangling or any(t.dep_ in ("nsubj", "nsubjpass") for t in doc):
             out.append(value)
     return out

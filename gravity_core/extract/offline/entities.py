@@ -600,7 +600,11 @@ class _Batch:
             for child in children:
                 if child.dep_ == "attr" and child.pos_ == "NOUN":
                     self._being(child, speaker, turn, add)
-                if child.dep_ in ("attr", "acomp", "dobj") and child.like_num:
+                if (
+                    child.dep_ in ("attr", "acomp", "dobj")
+                    and child.like_num
+                    and child.lower_ not in ("one", "1")
+                ):
                     add("age", child.text, exclusive=True)  # "I'm 34", "I just turned 30"
                 if child.dep_ == "acomp" and child.lower_ == "old":
                     numbers = [t for t in child.subtree if t.like_num]
@@ -630,8 +634,12 @@ class _Batch:
                     add("kids", numbers[0] if numbers else None, exclusive=True)
         if lemma in _TAKE_UP_VERBS:
             for child in children:
-                if child.dep_ == "dobj" and child.pos_ == "NOUN":
-                    add("activity", _chunk_value(child))  # "I took up pottery"
+                if (
+                    child.dep_ == "dobj"
+                    and child.pos_ == "NOUN"
+                    and not any(c.dep_ == "det" for c in child.children)
+                ):
+                    add("activity", _chunk_value(child))  # "I took up pottery", not "started the class"
                 if child.dep_ == "xcomp" and child.tag_ == "VBG":
                     add("activity", _verb_phrase(child))  # "I started surfing"
         if (
