@@ -38,8 +38,9 @@ class OfflineExtractor:
     def __init__(self, embedder: Embedder, *, pipeline: str | Any | None = None) -> None:
         self._topics = TopicExtractor(embedder)
         self._embedder_name = embedder.name
-        self._pipeline_name = pipeline if isinstance(pipeline, str) or pipeline is None else None
-        self._nlp: Any | None = None if self._pipeline_name is not None or pipeline is None else pipeline
+        named = pipeline is None or isinstance(pipeline, str)
+        self._pipeline_name: str | None = pipeline if named else None
+        self._nlp: Any | None = None if named else pipeline
 
     @property
     def name(self) -> str:
