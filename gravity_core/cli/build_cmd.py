@@ -21,7 +21,7 @@ from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.base import Extractor
 from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
-from gravity_core.loaders import load_conversation
+from gravity_core.loaders import DEFAULT_MAX_INPUT_BYTES, load_conversation
 from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.stats import kb_stats
 from gravity_core.store import AnchorStore
@@ -106,6 +106,9 @@ def build(
         int,
         typer.Option(min=1, help="LLM: model requests in flight at once (--modules sends them together)."),
     ] = DEFAULT_MAX_CONCURRENCY,
+    max_input_mb: Annotated[
+        int, typer.Option(min=1, help="Refuse an INPUT larger than this many MiB (read stops there).")
+    ] = DEFAULT_MAX_INPUT_BYTES // 2**20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Build a KB of entity, event and topic anchors; run again to add new utterances only."""
@@ -128,7 +131,11 @@ def build(
             raise ConfigurationError(
                 f"this KB was built with {built_with}: retry with --extractor llm --model {model_name}"
             )
-    utterances = load_conversation(input_path, sample=sample) if input_path is not None else None
+    utterances = (
+        load_conversation(input_path, sample=sample, max_bytes=max_input_mb * 2**20)
+        if input_path is not None
+        else None
+    )
     anchor_embedder = load_embedder(embedder)
     retry = RetryPolicy(max_attempts=retry_attempts)
     builder = AnchorBuilder(

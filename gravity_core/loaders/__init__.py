@@ -12,13 +12,21 @@ import logging
 from typing import Literal, get_args
 
 from gravity_core.errors import ConfigurationError, InputDataError
-from gravity_core.loaders._common import Document, PathLike, brief_repr, read_document
+from gravity_core.loaders._common import (
+    DEFAULT_MAX_INPUT_BYTES,
+    Document,
+    PathLike,
+    brief_repr,
+    check_max_bytes,
+    read_document,
+)
 from gravity_core.loaders.locomo import load_locomo, locomo_from_document, locomo_sample_ids
 from gravity_core.loaders.longmemeval import load_longmemeval, longmemeval_from_document
 from gravity_core.loaders.utterances import load_utterances, utterances_from_document
 from gravity_core.schema import Utterance
 
 __all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
     "ConversationFormat",
     "load_conversation",
     "load_locomo",
@@ -44,7 +52,11 @@ def _detect(document: Document) -> ConversationFormat:
 
 
 def load_conversation(
-    path: PathLike, *, sample: str | None = None, fmt: ConversationFormat = "auto"
+    path: PathLike,
+    *,
+    sample: str | None = None,
+    fmt: ConversationFormat = "auto",
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> list[Utterance]:
     """Load a conversation file in any supported format.
 
@@ -58,14 +70,17 @@ def load_conversation(
             (see :func:`load_locomo` and :func:`load_longmemeval` for the ids it gives).
             Plain utterance files have no samples.
         fmt: the format, or ``"auto"`` to detect it.
+        max_bytes: the most bytes read from the file (default :data:`DEFAULT_MAX_INPUT_BYTES`,
+            512 MiB); at most ``max_bytes + 1`` are read, so an endless stream stops too.
 
     Returns:
         The utterances in conversation order.
 
     Raises:
-        ConfigurationError: ``fmt`` is unknown, or ``sample`` is given for a plain utterance file.
-        InputDataError: the file is unreadable or malformed, has no such sample, or holds no
-            utterance.
+        ConfigurationError: ``fmt`` is unknown, ``sample`` is given for a plain utterance file, or
+            ``max_bytes`` is not a positive integer.
+        InputDataError: the file is unreadable, larger than ``max_bytes`` or malformed, has no
+            such sample, or holds no utterance.
     """
     if fmt not in get_args(ConversationFormat):
         raise ConfigurationError(
@@ -73,7 +88,8 @@ def load_conversation(
         )
     if fmt == "utterances" and sample is not None:
         raise ConfigurationError(_no_samples_message(path, sample))
-    document = read_document(path)
+    check_max_bytes(max_bytes)
+    document = read_document(path, max_bytes=max_bytes)
     kind = _detect(document) if fmt == "auto" else fmt
     logger.debug("loading %s as %s", document.path, kind)
     if kind == "locomo":

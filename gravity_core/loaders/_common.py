@@ -17,17 +17,19 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from gravity_core.errors import InputDataError
+from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.schema import Utterance
 from gravity_core.temporal import parse_timestamp
 
 __all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
     "Document",
     "PathLike",
     "Unit",
     "Where",
     "aware_timestamp",
     "brief_repr",
+    "check_max_bytes",
     "check_unique_ids",
     "json_type",
     "keyed_records",
@@ -38,6 +40,16 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
+
+_MIB = 1024 * 1024
+
+DEFAULT_MAX_INPUT_BYTES = 512 * _MIB
+"""The most bytes a loader reads from one file (512 MiB) unless told otherwise (``max_bytes=``).
+
+A conversation file parses into several times its size in memory, so an endless stream
+(``/dev/zero``, a FIFO) or a huge file is refused with an :class:`InputDataError` instead of ending
+in ``MemoryError``. LoCoMo is about 3 MB and LongMemEval-S about 280 MB.
+"""
 
 _T = TypeVar("_T")
 
@@ -177,15 +189,41 @@ class Document:
         return [("item 1", self.value)]
 
 
-def _read_text(path: PathLike) -> tuple[str, str]:
+def _size(n_bytes: int) -> str:
+    """``512 MiB`` for whole mebibytes, else the byte count."""
+    return f"{n_bytes // _MIB} MiB" if n_bytes % _MIB == 0 else f"{n_bytes:,} bytes"
+
+
+def check_max_bytes(max_bytes: int) -> int:
+    """``max_bytes`` if it is a usable input cap (a positive int), else a :class:`ConfigurationError`."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ConfigurationError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+    return max_bytes
+
+
+def _read_capped(file: Path, shown: str, max_bytes: int) -> bytes:
+    """The file's bytes; reads at most ``max_bytes + 1``, so an endless stream stops too."""
+    with file.open("rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputDataError(
+            f"larger than the input cap of {_size(max_bytes)}; expected a smaller conversation file "
+            "(raise the cap with 'gravity build --max-input-mb N', or max_bytes= in Python)",
+            path=shown,
+        )
+    return data
+
+
+def _read_text(path: PathLike, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> tuple[str, str]:
     shown = os.fspath(path)
     file = Path(path)
+    check_max_bytes(max_bytes)
     try:
         if not file.exists():
             raise InputDataError("no such file", path=shown)
         if file.is_dir():
             raise InputDataError("is a directory; expected a conversation file (.json or .jsonl)", path=shown)
-        data = file.read_bytes()
+        data = _read_capped(file, shown, max_bytes)
     except InputDataError:
         raise
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
@@ -261,7 +299,7 @@ def _parse_jsonl(shown: str, text: str) -> Document:
     return Document(shown, values, tuple(lines))
 
 
-def read_document(path: PathLike) -> Document:
+def read_document(path: PathLike, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> Document:
     """Read and parse a JSON or JSON Lines file.
 
     A file that holds one JSON value is JSON; a file of one JSON object per line (blank lines
@@ -269,15 +307,18 @@ def read_document(path: PathLike) -> Document:
 
     Args:
         path: the file.
+        max_bytes: the most bytes read (default :data:`DEFAULT_MAX_INPUT_BYTES`, 512 MiB); a
+            longer file or stream is refused after reading ``max_bytes + 1`` bytes.
 
     Returns:
         The parsed document.
 
     Raises:
-        InputDataError: the file is missing, a directory, unreadable, not UTF-8, empty, or not
-            valid JSON / JSON Lines (the message gives the line and column).
+        InputDataError: the file is missing, a directory, unreadable, larger than ``max_bytes``,
+            not UTF-8, empty, or not valid JSON / JSON Lines (the message gives the line and column).
+        ConfigurationError: ``max_bytes`` is not a positive integer.
     """
-    shown, text = _read_text(path)
+    shown, text = _read_text(path, max_bytes)
     try:
         value = _loads(shown, text)
     except json.JSONDecodeError as exc:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from gravity_core.loaders._common import (
+    DEFAULT_MAX_INPUT_BYTES,
     Document,
     PathLike,
     Unit,
@@ -37,7 +38,9 @@ _SESSION_KEY = re.compile(r"session_([0-9]+)")
 _DATE_EXAMPLE = "1:56 pm on 8 May, 2023"
 
 
-def load_locomo(path: PathLike, sample: str | None = None) -> list[Utterance]:
+def load_locomo(
+    path: PathLike, sample: str | None = None, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[Utterance]:
     """Load the utterances of a LoCoMo file.
 
     Sessions come in time order (``session_N_date_time``), turns in file order; every turn of a
@@ -50,6 +53,8 @@ def load_locomo(path: PathLike, sample: str | None = None) -> list[Utterance]:
             ``dia_id`` as-is (``"D1:3"``, matching the benchmark's evidence ids) and session ids
             are ``"session_1"``, ... With ``None``, all samples are loaded one after another, and
             both ids are prefixed with the sample id (``"conv-26/D1:3"``, ``"conv-26/session_1"``).
+        max_bytes: the most bytes read from the file (default 512 MiB); a larger file is an
+            :class:`~gravity_core.errors.InputDataError`.
 
     Returns:
         The utterances in conversation order.
@@ -58,16 +63,18 @@ def load_locomo(path: PathLike, sample: str | None = None) -> list[Utterance]:
         InputDataError: the file is unreadable or malformed, or has no sample ``sample`` (the
             message lists the available ids).
     """
-    return locomo_from_document(read_document(path), sample)
+    return locomo_from_document(read_document(path, max_bytes=max_bytes), sample)
 
 
-def locomo_sample_ids(path: PathLike) -> list[str]:
+def locomo_sample_ids(path: PathLike, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[str]:
     """The ``sample_id`` of every sample of a LoCoMo file, in file order.
+
+    ``max_bytes``: as for :func:`load_locomo`.
 
     Raises:
         InputDataError: the file is unreadable or is not a list of LoCoMo samples.
     """
-    return [sample_id for sample_id, _, _ in _samples(read_document(path))]
+    return [sample_id for sample_id, _, _ in _samples(read_document(path, max_bytes=max_bytes))]
 
 
 def locomo_from_document(document: Document, sample: str | None = None) -> list[Utterance]:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from gravity_core.loaders._common import (
+    DEFAULT_MAX_INPUT_BYTES,
     Document,
     PathLike,
     Unit,
@@ -36,7 +37,9 @@ _LME_DATE_FORMS = "a date like '2023/05/20 (Sat) 02:21' or an ISO 8601 datetime"
 _ROLES = ("user", "assistant")
 
 
-def load_longmemeval(path: PathLike, question_id: str | None = None) -> list[Utterance]:
+def load_longmemeval(
+    path: PathLike, question_id: str | None = None, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[Utterance]:
     """Load the haystack sessions of a LongMemEval file as utterances.
 
     Sessions come in time order (``haystack_dates``; the oracle file does not sort them), turns
@@ -49,6 +52,8 @@ def load_longmemeval(path: PathLike, question_id: str | None = None) -> list[Utt
         question_id: the instance to load. With ``None``, all instances are loaded one after
             another, and utterance and session ids are prefixed with the question id
             (``"q1/answer_4be1b6b4_2:3"``), since instances share haystack sessions.
+        max_bytes: the most bytes read from the file (default 512 MiB); a larger file is an
+            :class:`~gravity_core.errors.InputDataError`.
 
     Returns:
         The utterances in conversation order.
@@ -57,7 +62,7 @@ def load_longmemeval(path: PathLike, question_id: str | None = None) -> list[Utt
         InputDataError: the file is unreadable or malformed, or has no instance ``question_id``
             (the message lists the available ids).
     """
-    return longmemeval_from_document(read_document(path), question_id)
+    return longmemeval_from_document(read_document(path, max_bytes=max_bytes), question_id)
 
 
 def longmemeval_from_document(document: Document, question_id: str | None = None) -> list[Utterance]:

@@ -11,6 +11,7 @@ import logging
 from datetime import datetime
 
 from gravity_core.loaders._common import (
+    DEFAULT_MAX_INPUT_BYTES,
     Document,
     PathLike,
     Where,
@@ -27,7 +28,7 @@ __all__ = ["load_utterances", "utterances_from_document"]
 logger = logging.getLogger(__name__)
 
 
-def load_utterances(path: PathLike) -> list[Utterance]:
+def load_utterances(path: PathLike, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[Utterance]:
     """Load a plain utterance file.
 
     Records:
@@ -43,6 +44,8 @@ def load_utterances(path: PathLike) -> list[Utterance]:
 
     Args:
         path: a ``.jsonl`` file of one object per line, or a ``.json`` list of objects.
+        max_bytes: the most bytes read from the file (default 512 MiB); a larger file is an
+            :class:`~gravity_core.errors.InputDataError`.
 
     Returns:
         The utterances in conversation order.
@@ -51,7 +54,7 @@ def load_utterances(path: PathLike) -> list[Utterance]:
         InputDataError: the file is unreadable, malformed, empty, or repeats an id; the message
             names the record ("line 17" in JSON Lines, "item 3" in a JSON list) and the field.
     """
-    return utterances_from_document(read_document(path))
+    return utterances_from_document(read_document(path, max_bytes=max_bytes))
 
 
 def utterances_from_document(document: Document) -> list[Utterance]:
