@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time
-from typing import Any, Protocol
+from typing import Protocol
 
 from langchain_core.messages import BaseMessage
 
@@ -14,9 +14,9 @@ from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.extract.base import Extractor
+from gravity_core.loaders import read_timestamp
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
-from gravity_core.temporal import parse_timestamp
 
 __all__ = ["DEFAULT_ROLES", "MessageSource", "build_kb_from_messages", "utterances_from_messages"]
 
@@ -37,31 +37,22 @@ MessageSource = Sequence[BaseMessage] | _HasMessages
 """A list of messages, or a chat history object with a ``messages`` attribute."""
 
 
-def _timestamp(value: Any) -> datetime | None:
+def _default_time(value: datetime | date) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if isinstance(value, date):
-        return datetime.combine(value, time(0, 0), tzinfo=UTC)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, tz=UTC)
-    if isinstance(value, str):
-        return parse_timestamp(value)
-    return None
+    return datetime.combine(value, time(0, 0), tzinfo=UTC)
 
 
 def _message_time(message: BaseMessage, record: str) -> datetime | None:
-    for source in (message.additional_kwargs, message.response_metadata):
+    """The first timestamp the message carries, read by :func:`gravity_core.loaders.read_timestamp`."""
+    sources = (
+        ("additional_kwargs", message.additional_kwargs),
+        ("response_metadata", message.response_metadata),
+    )
+    for name, source in sources:
         for key in _TIME_KEYS:
             if source.get(key) is not None:
-                parsed = _timestamp(source[key])
-                if parsed is None:
-                    raise InputDataError(
-                        f"cannot read {source[key]!r} as a timestamp (expected an ISO 8601 string, "
-                        "a datetime or epoch seconds)",
-                        record=record,
-                        field=key,
-                    )
-                return parsed
+                return read_timestamp(source[key], record=record, field=f'{name}["{key}"]')
     return None
 
 
@@ -90,8 +81,9 @@ def utterances_from_messages(
       a type not in ``roles`` (system prompts, tool results) are skipped, as are messages
       without text (e.g. a bare tool call).
     - timestamp: ``additional_kwargs`` or ``response_metadata`` key ``"timestamp"`` (or
-      ``"time"``, ``"created_at"``): an ISO 8601 string, a datetime or epoch seconds; a time
-      without zone is taken as UTC. Otherwise ``default_time``.
+      ``"time"``, ``"created_at"``): an ISO 8601 string, a datetime, a date or a Unix time in
+      seconds (finite, years 1-9999; a bool is not one); a time without zone is taken as UTC.
+      Otherwise ``default_time``.
     - session: ``additional_kwargs["session"]`` if set, else ``session``.
     - attachments: ``additional_kwargs["attachments"]``, a list of descriptions of what was
       shared (e.g. an image caption), as in :attr:`Utterance.attachments`.
@@ -106,12 +98,13 @@ def utterances_from_messages(
 
     Raises:
         InputDataError: a message has no usable timestamp and no ``default_time`` is given, or an
-            unreadable one.
+            unreadable or out-of-range one (the message names ``messages[i]`` and the field, e.g.
+            ``additional_kwargs["timestamp"]``).
         ConfigurationError: ``messages`` is not a sequence of LangChain messages.
     """
     if not session:
         raise ConfigurationError("session must be a non-empty string")
-    fallback = _timestamp(default_time) if default_time is not None else None
+    fallback = _default_time(default_time) if default_time is not None else None
     out: list[Utterance] = []
     for position, message in enumerate(_message_list(messages), start=1):
         speaker = message.name or roles.get(message.type)
@@ -122,12 +115,13 @@ def utterances_from_messages(
         own_session = message.additional_kwargs.get("session")
         session_id = own_session if isinstance(own_session, str) and own_session else session
         record = message.id or f"{session_id}:{position}"
-        moment = _message_time(message, record) or fallback
+        where = f"messages[{position - 1}] (id {record!r})"
+        moment = _message_time(message, where) or fallback
         if moment is None:
             raise InputDataError(
                 "the message has no timestamp (additional_kwargs or response_metadata 'timestamp') "
                 "and no default_time was given",
-                record=record,
+                record=where,
                 field="timestamp",
             )
         out.append(

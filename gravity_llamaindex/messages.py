@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
-from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.schema import TextNode
 from pydantic import ValidationError
 
 from gravity_core.errors import InputDataError
+from gravity_core.loaders import read_timestamp
 from gravity_core.schema import Utterance
 
 __all__ = ["CONVERSATION_ROLES", "nodes_from_utterances", "utterances_from_chat_messages"]
@@ -36,23 +36,6 @@ def _aware(value: datetime | date) -> datetime:
     return value if isinstance(value, datetime) else datetime.combine(value, time(0, 0), tzinfo=UTC)
 
 
-def _timestamp(value: Any, *, record: str) -> datetime:
-    if isinstance(value, datetime | date):
-        return _aware(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, tz=UTC)
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-    raise InputDataError(
-        f"expected a datetime, a date, an ISO 8601 string or a Unix time, got {value!r}",
-        record=record,
-        field="additional_kwargs.timestamp",
-    )
-
-
 def utterances_from_chat_messages(
     messages: Iterable[ChatMessage],
     *,
@@ -68,7 +51,8 @@ def utterances_from_chat_messages(
       for user messages and ``"Assistant"`` for assistant messages. Names matter: GRAVITY builds
       entity profiles from them, so pass real names when you know them.
     - ``session_id`` (set by LlamaIndex ``Memory``) or ``session``: the session.
-    - ``timestamp``: a tz-aware datetime, a date, an ISO 8601 string or a Unix time; otherwise the
+    - ``timestamp``: a datetime (one without a zone is taken as UTC), a date, an ISO 8601 string
+      or a Unix time in seconds (finite, years 1-9999; a bool is not one); otherwise the
       ``timestamp`` argument, else the current UTC time. Relative times such as "yesterday" are
       resolved against it.
     - ``attachments``: descriptions of what was shared (a list of strings, e.g. image captions).
@@ -85,13 +69,15 @@ def utterances_from_chat_messages(
         speakers: role name (``"user"``, ``"assistant"``) to speaker name.
 
     Raises:
-        InputDataError: a message's timestamp or id cannot be used.
+        InputDataError: a message's timestamp or id cannot be used; a timestamp error names the
+            message as ``messages[i]`` (its position in ``messages``) and the field as
+            ``additional_kwargs["timestamp"]``.
     """
     default_time = _aware(timestamp) if timestamp is not None else datetime.now(UTC)
     names = {**{role.value: name for role, name in _DEFAULT_SPEAKERS.items()}, **(speakers or {})}
     counters: dict[str, int] = {}
     out: list[Utterance] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         role = MessageRole(message.role)
         text = (message.content or "").strip()
         if role not in CONVERSATION_ROLES or not text:
@@ -102,7 +88,13 @@ def utterances_from_chat_messages(
         turn_id = str(extra.get("id") or f"{turn_session}:{counters[turn_session]}")
         speaker = str(extra.get("speaker") or extra.get("name") or names[role.value])
         raw_time = extra.get("timestamp")
-        when = _timestamp(raw_time, record=turn_id) if raw_time is not None else default_time
+        when = (
+            read_timestamp(
+                raw_time, record=f"messages[{index}] (id {turn_id!r})", field='additional_kwargs["timestamp"]'
+            )
+            if raw_time is not None
+            else default_time
+        )
         try:
             out.append(
                 Utterance(

@@ -2,7 +2,8 @@
 
 Formats: LoCoMo (:func:`load_locomo`), LongMemEval (:func:`load_longmemeval`) and plain utterance
 files in JSON or JSON Lines (:func:`load_utterances`). :func:`load_conversation` picks the format
-from the file's content. A malformed file raises :class:`~gravity_core.errors.InputDataError`
+from the file's content. :func:`read_timestamp` reads the timestamp of a chat message for the
+framework adapters. A malformed file raises :class:`~gravity_core.errors.InputDataError`
 naming the file, the record and the field.
 """
 
@@ -22,6 +23,7 @@ from gravity_core.loaders._common import (
 )
 from gravity_core.loaders.locomo import load_locomo, locomo_from_document, locomo_sample_ids
 from gravity_core.loaders.longmemeval import load_longmemeval, longmemeval_from_document
+from gravity_core.loaders.timestamps import epoch_timestamp, read_timestamp
 from gravity_core.loaders.utterances import load_utterances, utterances_from_document
 from gravity_core.schema import Utterance
 
@@ -32,7 +34,9 @@ __all__ = [
     "load_locomo",
     "load_longmemeval",
     "load_utterances",
+    "epoch_timestamp",
     "locomo_sample_ids",
+    "read_timestamp",
 ]
 
 logger = logging.getLogger(__name__)

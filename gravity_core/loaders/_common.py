@@ -1,4 +1,4 @@
-"""Reading conversation files: JSON / JSON Lines parsing, field checks and timestamps.
+"""Reading conversation files: JSON / JSON Lines parsing and field checks (timestamps: :mod:`.timestamps`).
 
 Every failure becomes an :class:`~gravity_core.errors.InputDataError` that names the file, the
 record and the field; no ``KeyError``, ``TypeError`` or ``JSONDecodeError`` escapes.
@@ -11,7 +11,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +18,6 @@ from pydantic import ValidationError
 
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.schema import Utterance
-from gravity_core.temporal import parse_timestamp
 
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
@@ -27,7 +25,6 @@ __all__ = [
     "PathLike",
     "Unit",
     "Where",
-    "aware_timestamp",
     "brief_repr",
     "check_max_bytes",
     "check_unique_ids",
@@ -331,46 +328,6 @@ def read_document(path: PathLike, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -
         first = next(i for i, line in enumerate(_lines(text), start=1) if line.strip())
         return Document(shown, [value], (first,))
     return Document(shown, value)
-
-
-_TIMESTAMP_FORMS = (
-    "an ISO 8601 datetime or date (e.g. '2024-03-09T16:45:00Z', '2024-03-09') "
-    "or a date like '1:56 pm on 8 May, 2023'"
-)
-
-
-def aware_timestamp(value: object, where: Where, field: str, expected: str = _TIMESTAMP_FORMS) -> datetime:
-    """Turn a timestamp field into a timezone-aware datetime.
-
-    Reads whatever :func:`gravity_core.temporal.parse_timestamp` reads: ISO 8601 datetimes and
-    dates, LoCoMo's "1:56 pm on 8 May, 2023", LongMemEval's "2023/05/20 (Sat) 02:21", and other
-    absolute dates. A timestamp without a zone is taken as UTC; a plain date as midnight UTC.
-
-    Args:
-        value: the raw field value.
-        where: the record, for error messages.
-        field: the field name, for error messages.
-        expected: the accepted forms, as the error message words them.
-
-    Returns:
-        The timestamp, timezone-aware.
-
-    Raises:
-        InputDataError: the value is not a string or cannot be read as a date.
-    """
-    if not isinstance(value, str):
-        raise where.error(f"expected {expected}, got {json_type(value)}", field=field)
-    parsed = parse_timestamp(value)
-    if parsed is None:
-        raise where.error(f"cannot read {brief_repr(value)} as a timestamp; expected {expected}", field=field)
-    aware = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-    try:
-        aware.astimezone(UTC)  # '0001-01-01T00:00+05:00' is a valid datetime with no UTC equivalent
-    except OverflowError as exc:
-        raise where.error(
-            f"{brief_repr(value)} is out of the representable range (years 1-9999 in UTC)", field=field
-        ) from exc
-    return aware
 
 
 def make_utterance(where: Where, **fields: Any) -> Utterance:

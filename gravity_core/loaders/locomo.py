@@ -20,7 +20,6 @@ from gravity_core.loaders._common import (
     PathLike,
     Unit,
     Where,
-    aware_timestamp,
     check_unique_ids,
     json_type,
     keyed_records,
@@ -28,6 +27,7 @@ from gravity_core.loaders._common import (
     read_document,
     select_records,
 )
+from gravity_core.loaders.timestamps import aware_timestamp
 from gravity_core.schema import Utterance
 
 __all__ = ["load_locomo", "locomo_from_document", "locomo_sample_ids"]

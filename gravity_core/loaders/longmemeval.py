@@ -18,7 +18,6 @@ from gravity_core.loaders._common import (
     PathLike,
     Unit,
     Where,
-    aware_timestamp,
     brief_repr,
     check_unique_ids,
     json_type,
@@ -27,6 +26,7 @@ from gravity_core.loaders._common import (
     read_document,
     select_records,
 )
+from gravity_core.loaders.timestamps import aware_timestamp
 from gravity_core.schema import Utterance
 
 __all__ = ["load_longmemeval", "longmemeval_from_document"]

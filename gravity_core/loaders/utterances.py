@@ -15,12 +15,12 @@ from gravity_core.loaders._common import (
     Document,
     PathLike,
     Where,
-    aware_timestamp,
     check_unique_ids,
     json_type,
     make_utterance,
     read_document,
 )
+from gravity_core.loaders.timestamps import aware_timestamp
 from gravity_core.schema import Utterance
 
 __all__ = ["load_utterances", "utterances_from_document"]

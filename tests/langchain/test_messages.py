@@ -83,8 +83,12 @@ def test_session_can_come_from_the_message() -> None:
 def test_missing_or_unreadable_timestamps_are_input_errors() -> None:
     with pytest.raises(InputDataError, match="session_1:1.*no timestamp"):
         utterances_from_messages([HumanMessage("when?")])
-    with pytest.raises(InputDataError, match="record m9, field 'timestamp'"):
+    with pytest.raises(InputDataError) as unreadable:
         utterances_from_messages([HumanMessage("x", id="m9", additional_kwargs={"timestamp": "soon"})])
+    assert (unreadable.value.record, unreadable.value.field) == (
+        "messages[0] (id 'm9')",
+        'additional_kwargs["timestamp"]',
+    )
 
 
 def test_bad_inputs_are_configuration_errors() -> None:
