@@ -187,15 +187,20 @@ def writer_lock(directory: Path) -> Iterator[None]:
     """Hold the folder's writer lock: one writer at a time (across processes).
 
     The lock is an OS file lock on ``.writer.lock`` in the folder, released when the block ends
-    or the process dies (a SIGKILLed writer leaves no stale lock).
+    or the process dies (a SIGKILLed writer leaves no stale lock). A folder that was new or empty
+    and holds nothing but the lock file when the block ends (a first build that failed before its
+    first save) is left as it was: the lock file goes, and so do the folders this call created.
 
     Raises:
         AnchorStoreError: another writer holds it.
     """
     from filelock import FileLock, Timeout
 
+    created = _missing_folders(directory)
+    was_empty = not created and directory.is_dir() and not any(directory.iterdir())
     directory.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(directory / WRITER_LOCK, timeout=0, is_singleton=False)
+    lock_file = directory / WRITER_LOCK
+    lock = FileLock(lock_file, timeout=0, is_singleton=False)
     try:
         lock.acquire()
     except Timeout as exc:
@@ -205,4 +210,32 @@ def writer_lock(directory: Path) -> Iterator[None]:
     try:
         yield
     finally:
+        tidy = (created or was_empty) and _holds_only(directory, WRITER_LOCK)
+        if tidy:
+            # Removed while still held: a writer arriving now creates and locks a file of its own.
+            with contextlib.suppress(OSError):
+                lock_file.unlink()
         lock.release()
+        if tidy:
+            for folder in created:  # innermost first; stops at the first that is not empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+
+
+def _missing_folders(directory: Path) -> list[Path]:
+    """The folders ``directory.mkdir(parents=True)`` would create, innermost first."""
+    missing: list[Path] = []
+    folder = directory
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _holds_only(directory: Path, name: str) -> bool:
+    try:
+        return [p.name for p in directory.iterdir()] == [name]
+    except OSError:
+        return False
