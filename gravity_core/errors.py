@@ -7,7 +7,8 @@
     │   └── MissingDependencyError    an extra is not installed (message names the pip command)
     ├── InputDataError                the caller's data: a conversation file or record is malformed
     ├── UnexpectedModelOutput         the model: output that stays invalid after the bounded re-ask
-    ├── ProviderError                 the model's provider: rate limit, timeout, connection
+    ├── ProviderError                 the model's provider or its set-up: rate limit, timeout,
+    │                                 connection, rejected key, unknown model, a model's own exception
     └── AnchorStoreError              the KB on disk: missing, corrupt or of another schema version
 """
 
@@ -73,23 +74,48 @@ class InputDataError(GravityError, ValueError):
 class UnexpectedModelOutput(GravityError):
     """The model's answer stayed invalid after the bounded re-ask.
 
+    A model adapter may raise it for one answer it could not read (a structured-output answer
+    that is not JSON or was cut off at the length limit, with ``n_attempts=1``):
+    :func:`~gravity_core.llm.json_call.call_json` then treats it as an unusable answer and re-asks.
+
     Attributes:
+        reason: what was wrong with the answer, without the attempt count.
         last_completion: the raw text of the last answer, kept for the build log.
         n_attempts: how many times the model was asked.
     """
 
     def __init__(self, message: str, *, last_completion: str, n_attempts: int) -> None:
+        self.reason = message
         self.last_completion = last_completion
         self.n_attempts = n_attempts
         super().__init__(f"{message} (after {n_attempts} attempt(s))")
 
 
 class ProviderError(GravityError):
-    """The model or embedding provider failed: rate limit, timeout, connection, HTTP error."""
+    """The model or embedding provider failed, or its set-up did.
 
-    def __init__(self, message: str, *, provider: str, status_code: int | None = None) -> None:
+    Rate limit, timeout, connection, HTTP error, but also a rejected API key, an unknown model name
+    or any other exception a model raised: the message names the model and what to check.
+
+    Attributes:
+        provider: the model (or provider) the error is about, e.g. ``openai:gpt-4o-mini``.
+        status_code: the HTTP status, when there was one.
+        retryable: whether sending the request again may help; ``None`` leaves it to the status
+            code (and, without one, counts as transient: adapters raise this error without a
+            status for rate limits, timeouts and connection failures).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        retryable: bool | None = None,
+    ) -> None:
         self.provider = provider
         self.status_code = status_code
+        self.retryable = retryable
         super().__init__(f"{provider}: {message}")
 
 

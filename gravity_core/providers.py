@@ -10,9 +10,15 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 from gravity_core.embeddings.base import Embedder
-from gravity_core.errors import ConfigurationError
+from gravity_core.errors import ConfigurationError, GravityError
 from gravity_core.llm.base import ChatModel
-from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, ConcurrencyLimiter, RetryingChatModel, RetryPolicy
+from gravity_core.llm.retry import (
+    DEFAULT_MAX_CONCURRENCY,
+    ConcurrencyLimiter,
+    RetryingChatModel,
+    RetryPolicy,
+    as_provider_error,
+)
 
 __all__ = ["MODEL_ENTRY_POINTS", "embedder_from_name", "load_chat_model", "load_embedder"]
 
@@ -40,6 +46,8 @@ def load_chat_model(
 
     Raises:
         ConfigurationError: a malformed spec, an unknown provider or a bad setting.
+        ProviderError: the provider could not create the model (e.g. no API key is set); the
+            message names the model and what to check.
     """
     provider, sep, name = spec.partition(":")
     if not sep or not provider or not name:
@@ -50,8 +58,13 @@ def load_chat_model(
         raise ConfigurationError(f"unknown model provider '{provider}' (known: {known})")
     policy = retry or RetryPolicy()
     shared = limiter or ConcurrencyLimiter(max_concurrency)
-    factory = found[provider].load()
-    model: ChatModel = factory(name)
+    try:
+        factory = found[provider].load()
+        model: ChatModel = factory(name)
+    except GravityError:
+        raise
+    except Exception as exc:  # e.g. openai.OpenAIError: the api_key client option must be set
+        raise as_provider_error(exc, spec, doing="cannot create the model") from exc
     return RetryingChatModel(model, policy, limiter=shared)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from gravity_core.errors import GravityError, InputDataError
+from gravity_core.errors import ConfigurationError, GravityError, InputDataError
 from gravity_core.llm.base import Message
 
 __all__ = ["FakeChatModel", "FakeModelError", "RecordedModel", "recorded_model_from_file"]
@@ -105,6 +105,9 @@ class RecordedModel:
 
     Attributes:
         calls: the message lists it was asked, in order.
+
+    Raises:
+        ConfigurationError: a key or an answer that is not a string or strings.
     """
 
     __test__ = False
@@ -117,6 +120,14 @@ class RecordedModel:
         self._answers: dict[tuple[str, ...], str | list[str]] = {}
         for key, value in answers.items():
             parts = (key,) if isinstance(key, str) else tuple(key)
+            if not parts or not all(isinstance(p, str) for p in parts):
+                raise ConfigurationError(f"RecordedModel: a key must be a string or strings, got {key!r}")
+            if not isinstance(value, str) and not (
+                isinstance(value, Sequence) and all(isinstance(v, str) for v in value)
+            ):
+                raise ConfigurationError(
+                    f"RecordedModel: the answer for {key!r} must be a string or strings, got {value!r}"[:200]
+                )
             self._answers[parts] = value if isinstance(value, str) else list(value)
         self._model_name = model_name
         self._used: dict[tuple[str, ...], int] = {}
@@ -156,23 +167,79 @@ class RecordedModel:
 def recorded_model_from_file(path: str) -> RecordedModel:
     """A :class:`RecordedModel` from a JSON file, for ``gravity build --model recorded:PATH``.
 
-    The file holds a list of ``{"match": [substring, ...], "answer": text or [texts]}``.
+    The file holds a list of ``{"match": [substring, ...], "answer": text or [texts]}``; ``match``
+    may also be a single substring.
 
     Raises:
-        InputDataError: the file is missing or not of that shape.
+        InputDataError: the file is missing, not JSON, or a record is not of that shape (the
+            message names the file, the record as ``#n`` from 1, and the field).
     """
     import json
 
     try:
         with open(path, encoding="utf-8") as handle:
             entries = json.load(handle)
-        answers: dict[RecordedKey, str | Sequence[str]] = {
-            tuple(entry["match"]): entry["answer"] for entry in entries
-        }
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise InputDataError(f"cannot read recorded answers: {exc}", path=path) from exc
-    except (KeyError, TypeError) as exc:
-        raise InputDataError(
-            'expected a list of {"match": [...], "answer": ...} objects', path=path, field=str(exc)
-        ) from exc
+    if not isinstance(entries, list):
+        raise InputDataError(f"expected a list of {_SHAPE} objects, got {_kind(entries)}", path=path)
+    answers: dict[RecordedKey, str | Sequence[str]] = {}
+    first_seen: dict[tuple[str, ...], int] = {}
+    for number, entry in enumerate(entries, start=1):
+        record = f"#{number}"
+        if not isinstance(entry, dict):
+            raise InputDataError(f"expected an object {_SHAPE}, got {_kind(entry)}", path=path, record=record)
+        for name in ("match", "answer"):
+            if name not in entry:
+                raise InputDataError(f"is missing (expected {_SHAPE})", path=path, record=record, field=name)
+        match, answer = entry["match"], entry["answer"]
+        if isinstance(match, str):
+            match = [match]
+        if not _strings(match):
+            raise InputDataError(
+                f"must be a non-empty list of strings, got {_kind(entry['match'])}",
+                path=path,
+                record=record,
+                field="match",
+            )
+        if not isinstance(answer, str) and not _strings(answer):
+            raise InputDataError(
+                f"must be a string or a non-empty list of strings, got {_kind(answer)}",
+                path=path,
+                record=record,
+                field="answer",
+            )
+        key = tuple(match)
+        if key in first_seen:
+            raise InputDataError(
+                f"repeats the match of record #{first_seen[key]}: {list(key)}",
+                path=path,
+                record=record,
+                field="match",
+            )
+        first_seen[key] = number
+        answers[key] = answer
     return RecordedModel(answers, model_name=f"recorded:{path}")
+
+
+_SHAPE = '{"match": [...], "answer": ...}'
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _kind(value: object) -> str:
+    shown = _json_preview(value)
+    return f"{type(value).__name__} {shown}"
+
+
+def _json_preview(value: object, limit: int = 60) -> str:
+    """``value`` as short JSON text, for an error message."""
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -9,8 +9,9 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 
-from gravity_core.errors import ConfigurationError
+from gravity_core.errors import ConfigurationError, GravityError
 from gravity_core.llm.base import Message
+from gravity_core.llm.retry import as_provider_error
 from gravity_llamaindex.errors import provider_errors
 
 __all__ = ["LlamaIndexChatModel"]
@@ -61,7 +62,9 @@ class LlamaIndexChatModel:
 
         Raises:
             ConfigurationError: a message has an unknown role.
-            ProviderError: the provider failed (rate limit, timeout, connection).
+            ProviderError: anything the LLM raised: transient faults (rate limit, timeout,
+                connection) are retryable, the rest (a rejected key, an unknown model, a bug)
+                not, and the message says what to check.
         """
         chat = []
         for message in messages:
@@ -69,6 +72,11 @@ class LlamaIndexChatModel:
             if role is None:
                 raise ConfigurationError(f"unknown message role {message['role']!r}")
             chat.append(ChatMessage(role=role, content=message["content"]))
-        with provider_errors(self._name):
-            response = self.llm.chat(chat)
+        try:
+            with provider_errors(self._name):
+                response = self.llm.chat(chat)
+        except GravityError:
+            raise
+        except Exception as exc:
+            raise as_provider_error(exc, self._name) from exc
         return response.message.content or ""

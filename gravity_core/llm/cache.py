@@ -3,8 +3,10 @@
 One small JSON file per entry, at ``<directory>/<key[:2]>/<key>.json`` where ``key`` is the
 sha256 of the model name and the messages as canonical JSON. Files are written atomically (a
 temporary file in the same folder, then ``os.replace``), so concurrent writers in threads or
-processes never leave a half-written entry; a file that is corrupt anyway counts as a miss and
-is overwritten by the next ``put``.
+processes never leave a half-written entry; a file that is corrupt anyway (not JSON, not UTF-8)
+counts as a miss and is overwritten by the next ``put``. The folder is created by the first
+``put``, so a build that stops before its model answers leaves no ``cache/`` folder behind.
+Completions are cleaned (:mod:`gravity_core.llm.text`) before they are stored.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gravity_core.errors import ConfigurationError
 from gravity_core.files import new_temp_file
 from gravity_core.llm.base import ChatModel, Message
+from gravity_core.llm.text import answer_text, clean_text
 
 __all__ = ["CachedModel", "ResponseCache", "cache_key"]
 
@@ -36,9 +38,17 @@ def _plain(messages: Sequence[Message]) -> list[dict[str, str]]:
 
 
 def cache_key(model_name: str, messages: Sequence[Message]) -> str:
-    """The sha256 hex digest identifying a (model, messages) request."""
+    """The sha256 hex digest identifying a (model, messages) request.
+
+    A lone surrogate in a message (which UTF-8 cannot encode) is hashed as its code point, so no
+    request is ever without a key; every other text is hashed as UTF-8.
+    """
     payload = _canonical({"model": model_name, "messages": _plain(messages)})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return _sha256(payload)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 class ResponseCache:
@@ -47,17 +57,12 @@ class ResponseCache:
     Safe to share between threads (and processes): reads see either no entry or a whole one.
 
     Args:
-        directory: folder of the cache; created if missing.
+        directory: folder of the cache; created by the first :meth:`put` (a folder that cannot be
+            created is logged, like any failure to write: the cache is an optimization).
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot create the response cache folder {self.directory}: {exc}"
-            ) from exc
 
     def path_for(self, model_name: str, messages: Sequence[Message]) -> Path:
         """Where the entry for this request lives (whether or not it exists)."""
@@ -71,19 +76,19 @@ class ResponseCache:
             raw = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             logger.warning("response cache entry %s is unreadable, treating it as a miss: %s", path, exc)
             return None
         try:
             entry = json.loads(raw)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             logger.warning("response cache entry %s is corrupt, treating it as a miss: %s", path, exc)
             return None
         completion = entry.get("completion") if isinstance(entry, dict) else None
         if not isinstance(completion, str) or entry.get("model") != model_name:
             logger.warning("response cache entry %s has an unexpected shape, treating it as a miss", path)
             return None
-        return completion
+        return clean_text(completion)
 
     def put(self, model_name: str, messages: Sequence[Message], completion: str) -> None:
         """Store ``completion`` as the answer of ``model_name`` to ``messages``.
@@ -93,8 +98,8 @@ class ResponseCache:
         path = self.path_for(model_name, messages)
         entry = {
             "model": model_name,
-            "prompt_sha256": hashlib.sha256(_canonical(_plain(messages)).encode("utf-8")).hexdigest(),
-            "completion": completion,
+            "prompt_sha256": _sha256(_canonical(_plain(messages))),
+            "completion": clean_text(completion),
             "created": datetime.now(UTC).isoformat(),
         }
         try:
@@ -107,7 +112,7 @@ class ResponseCache:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a model name UTF-8 cannot encode
             logger.warning("could not write response cache entry %s: %s", path, exc)
 
     def discard(self, model_name: str, messages: Sequence[Message]) -> None:
@@ -121,6 +126,8 @@ class ResponseCache:
 
 class CachedModel:
     """A :class:`ChatModel` that answers from a :class:`ResponseCache` when it can.
+
+    Answers are cleaned text (:func:`~gravity_core.llm.text.answer_text`), cached or not.
 
     Attributes:
         calls: how many requests reached the wrapped model.
@@ -149,6 +156,6 @@ class CachedModel:
             return cached
         with self._lock:
             self.calls += 1
-        completion = self.model.complete(messages)
+        completion = answer_text(self.model.complete(messages), name)
         self.cache.put(name, messages, completion)
         return completion

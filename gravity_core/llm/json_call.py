@@ -10,9 +10,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gravity_core.errors import ConfigurationError, UnexpectedModelOutput
+from gravity_core.errors import ConfigurationError, GravityError, UnexpectedModelOutput
 from gravity_core.llm.base import ChatModel, Message, StructuredChatModel
 from gravity_core.llm.cache import ResponseCache
+from gravity_core.llm.retry import as_provider_error
+from gravity_core.llm.text import answer_text, clean_text, clean_value
 
 __all__ = ["REASK_TEMPLATE", "call_json", "extract_json", "parse_json_answer"]
 
@@ -104,7 +106,9 @@ def _describe_validation_error(exc: ValidationError) -> str:
 def parse_json_answer(text: str, response_model: type[T]) -> T:
     """Parse a model's answer into ``response_model``.
 
-    Every JSON object found in the text is tried, in order; the first that validates wins.
+    Every JSON object found in the text is tried, in order; the first that validates wins. Its
+    strings are cleaned first (:func:`~gravity_core.llm.text.clean_value`): a JSON escape such as
+    ``"\\ud800"`` decodes to a lone surrogate, which could never be stored or hashed.
 
     Raises:
         ValueError: no object validates; the message explains the problem in words meant for
@@ -114,7 +118,7 @@ def parse_json_answer(text: str, response_model: type[T]) -> T:
     validation_errors: list[tuple[int, ValidationError]] = []
     for obj, size in scan.objects:
         try:
-            return response_model.model_validate(obj)
+            return response_model.model_validate(clean_value(obj))
         except ValidationError as exc:
             validation_errors.append((size, exc))
     problems: list[str] = []
@@ -133,14 +137,26 @@ def _complete(
     cache: ResponseCache | None,
     response_model: type[BaseModel],
 ) -> str:
+    """The model's answer as clean text (cached); any exception of the model is a GravityError.
+
+    Raises:
+        UnexpectedModelOutput: the model could not read its own answer (see :func:`call_json`).
+        ProviderError: anything else the model raised that is not a GravityError.
+    """
     if cache is not None:
         cached = cache.get(model.model_name, messages)
         if cached is not None:
             return cached
-    if isinstance(model, StructuredChatModel):
-        completion = model.complete_structured(messages, response_model)
-    else:
-        completion = model.complete(messages)
+    try:
+        if isinstance(model, StructuredChatModel):
+            answer: object = model.complete_structured(messages, response_model)
+        else:
+            answer = model.complete(messages)
+    except GravityError:
+        raise
+    except Exception as exc:
+        raise as_provider_error(exc, model.model_name) from exc
+    completion = answer_text(answer, model.model_name)
     if cache is not None:
         cache.put(model.model_name, messages, completion)
     return completion
@@ -165,6 +181,13 @@ def call_json(
     reaches the model instead of replaying the failure. A model that implements
     :class:`~gravity_core.llm.base.StructuredChatModel` is held to ``response_model`` by its own
     means (tool calling, JSON mode) through ``complete_structured``; its answer is validated the same way.
+    A model that raises :class:`~gravity_core.errors.UnexpectedModelOutput` for one answer (an
+    adapter whose structured output could not be read) counts as having given an unusable answer.
+
+    Answers are cleaned before they are cached or parsed (:mod:`gravity_core.llm.text`: ``None``
+    and ``bytes`` become text, lone surrogates and control characters go). Any exception the model
+    raises that is not a :class:`~gravity_core.errors.GravityError` is raised as a
+    :class:`~gravity_core.errors.ProviderError` naming the model.
 
     Args:
         model: the chat model.
@@ -178,6 +201,7 @@ def call_json(
 
     Raises:
         UnexpectedModelOutput: no answer was usable after ``max_attempts`` requests.
+        ProviderError: the model failed (see :func:`~gravity_core.llm.retry.as_provider_error`).
         ConfigurationError: ``max_attempts`` is below 1.
     """
     if max_attempts < 1:
@@ -188,11 +212,15 @@ def call_json(
     error = ""
     for attempt in range(1, max_attempts + 1):
         asked.append(list(conversation))
-        completion = _complete(model, conversation, cache, response_model)
         try:
-            return parse_json_answer(completion, response_model), completion
-        except ValueError as exc:
-            error = str(exc)
+            completion = _complete(model, conversation, cache, response_model)
+        except UnexpectedModelOutput as exc:
+            completion, error = clean_text(exc.last_completion), exc.reason
+        else:
+            try:
+                return parse_json_answer(completion, response_model), completion
+            except ValueError as exc:
+                error = str(exc)
         if attempt < max_attempts:
             logger.warning(
                 "%s gave an unusable answer for %s (attempt %d of %d), asking again: %s",

@@ -5,8 +5,10 @@ with a transient provider fault (rate limit, timeout, dropped connection, HTTP 4
 is sent again after a random wait drawn uniformly from ``[0, min(max_delay, initial_delay *
 multiplier ** (n - 1))]`` before the n-th retry ("full jitter"), longer if the provider asked for it
 with ``Retry-After``; after ``max_attempts`` requests or ``deadline`` seconds it raises
-:class:`~gravity_core.errors.ProviderError` naming the model. Anything else (a bad request, a bug)
-is raised at once. The retry loop is `tenacity <https://tenacity.readthedocs.io>`_'s.
+:class:`~gravity_core.errors.ProviderError` naming the model. Anything else (a rejected key, an
+unknown model, a bad request, a bug in the model) is raised at once, as a ``ProviderError`` too
+(:func:`as_provider_error`: the message says what to check, the original exception is its
+``__cause__``). The retry loop is `tenacity <https://tenacity.readthedocs.io>`_'s.
 
 Provider SDK errors are recognized by class name and status code, so no SDK is imported here.
 
@@ -28,7 +30,7 @@ from types import TracebackType
 from pydantic import BaseModel
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
-from gravity_core.errors import ConfigurationError, ProviderError
+from gravity_core.errors import ConfigurationError, GravityError, ProviderError
 from gravity_core.llm.base import ChatModel, Message, StructuredChatModel
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "ConcurrencyLimiter",
     "RetryPolicy",
     "RetryingChatModel",
+    "as_provider_error",
     "is_retryable",
     "retry_after_seconds",
 ]
@@ -87,12 +90,15 @@ def is_retryable(exc: BaseException) -> bool:
     A status code decides when there is one (408, 409, 425, 429 and 5xx are transient; other 4xx
     are the caller's mistake). Without one: timeouts, connection errors, and
     :class:`~gravity_core.errors.ProviderError` (adapters raise it for rate limits, timeouts and
-    connection failures) are transient.
+    connection failures) are transient, unless the ``ProviderError`` says it is not
+    (``retryable=False``: a model's own exception, as :func:`as_provider_error` makes it).
     """
     status = _status_code(exc)
     if status is not None:
         return status in RETRYABLE_STATUS_CODES or status >= 500
-    if isinstance(exc, ProviderError | TimeoutError | ConnectionError):
+    if isinstance(exc, ProviderError):
+        return exc.retryable is not False
+    if isinstance(exc, TimeoutError | ConnectionError):
         return True
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
@@ -117,6 +123,65 @@ def retry_after_seconds(exc: BaseException) -> float | None:
             if seconds is not None and seconds >= 0:
                 return seconds
     return None
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _what_to_check(exc: BaseException, status: int | None) -> str:
+    names = _names(exc)
+    if status == 401 or names & {"AuthenticationError", "ModelAuthenticationError"}:
+        return "the provider refused the API key: check the key (e.g. OPENAI_API_KEY)"
+    if status == 403 or names & {"PermissionDeniedError", "ModelPermissionDeniedError"}:
+        return "the API key may not use this model: check the key's permissions and the model name"
+    if status == 404 or names & {"NotFoundError", "ModelNotFoundError"}:
+        return "the provider does not know this model: check the model name (and the base URL)"
+    if "ContextOverflowError" in names:
+        return "the prompt is too long for this model: use a smaller batch size"
+    if status in (400, 413, 422) or names & {
+        "BadRequestError",
+        "UnprocessableEntityError",
+        "ModelInvalidRequestError",
+    }:
+        return (
+            "the provider refused the request: check the model name and that it is a chat model "
+            "(a prompt too long for the model needs a smaller batch size)"
+        )
+    if is_retryable(exc):
+        return "the provider is unreachable or overloaded: try again later"
+    return ""
+
+
+_CHECK_SET_UP = "check the model and its set-up (API key, e.g. OPENAI_API_KEY; base URL; model name)"
+
+
+def as_provider_error(exc: BaseException, provider: str, *, doing: str | None = None) -> ProviderError:
+    """``exc`` as a :class:`~gravity_core.errors.ProviderError` naming ``provider`` and what to check.
+
+    Any exception a model raises becomes one: an SDK's ``AuthenticationError`` (check the key),
+    ``NotFoundError`` (check the model name), a ``RuntimeError`` of a local model... The status code
+    is kept, and ``retryable`` says what :func:`is_retryable` makes of ``exc``, so a wrapped bug is
+    not retried. A ``ProviderError`` is returned as it is. Raise the result ``from exc``.
+
+    Args:
+        exc: what the model raised.
+        provider: the model's name, e.g. ``openai:gpt-4o-mini``.
+        doing: what failed, when it was not a request (e.g. ``"cannot create the model"``).
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    status = _status_code(exc)
+    hint = _what_to_check(exc, status) or (
+        _CHECK_SET_UP if doing else f"not a known provider fault: {_CHECK_SET_UP}"
+    )
+    what = f"{doing}: " if doing else ""
+    return ProviderError(
+        f"{what}{_describe(exc).rstrip('. ')}; {hint}",
+        provider=provider,
+        status_code=status,
+        retryable=is_retryable(exc),
+    )
 
 
 @dataclass(frozen=True)
@@ -235,7 +300,8 @@ class RetryingChatModel:
         """The wrapped model's answer, sending the request again on transient faults.
 
         Raises:
-            ProviderError: still failing after the policy's attempts or deadline.
+            ProviderError: still failing after the policy's attempts or deadline, or failing in a
+                way retries cannot help (a rejected key, an unknown model, an error of the model).
         """
         return self._call(lambda: self.model.complete(messages))
 
@@ -269,6 +335,10 @@ class RetryingChatModel:
             last = exc.last_attempt.exception()
             assert last is not None  # RetryError only follows failed attempts
             raise self._exhausted(last, exc.last_attempt.attempt_number, start) from last
+        except GravityError:
+            raise
+        except Exception as exc:  # not worth retrying: raised at once, as a ProviderError
+            raise as_provider_error(exc, self.provider) from exc
 
     def _remaining(self, start: float) -> float:
         if self.policy.deadline is None:
