@@ -16,7 +16,6 @@ and the engine query runs once per question (:func:`build_gravity_chain` does th
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -31,7 +30,7 @@ from langchain_core.vectorstores import VectorStore
 
 from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
-from gravity_core.prompts.injection import BlockTemplate
+from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain.query_cache import GravityQueryCache
@@ -46,24 +45,16 @@ __all__ = [
     "gravity_prompt",
 ]
 
-RETRIEVED_MEMORIES = BlockTemplate(tag="retrieved_memories", header="Retrieved Memories")
-"""The block around the host's retrieved documents, laid out like GRAVITY's own blocks."""
-
 
 def format_documents(documents: Sequence[Document]) -> str:
     """The retrieved documents as one block (``""`` when there are none), one item per document.
 
     The block's tag, ``<retrieved_memories>``, is what GRAVITY's priority instruction calls "the
     retrieved memories". Document text is escaped as the anchors are (``&``, ``<``, ``>``; each line
-    of a document continues its item), so a document cannot close the block or forge a tag.
+    of a document continues its item), so a document cannot close the block or forge a tag: see
+    :mod:`gravity_core.prompts.memories`, which the LlamaIndex integration uses too.
     """
-    items = []
-    for document in documents:
-        content = document.page_content.strip()
-        lines = [html.escape(line, quote=False) for line in content.splitlines() if line.strip()]
-        if lines:
-            items.append("- " + "\n  ".join(lines))
-    return RETRIEVED_MEMORIES.render(items)
+    return format_memories(document.page_content for document in documents)
 
 
 def gravity_prompt(

@@ -1,4 +1,4 @@
-"""A node postprocessor that puts GRAVITY's anchor blocks first in the synthesizer's context."""
+"""A node postprocessor: GRAVITY's anchor blocks first in the context, the retrieved nodes escaped after."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.types import AnchorContext
+from gravity_llamaindex.escaping import escape_host_nodes
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
 __all__ = [
@@ -79,8 +80,13 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     The node (see :func:`anchor_node`) carries ``AnchorContext.text`` (the priority instruction and
     the topic, entity and event blocks), ``score=1.0`` and ``metadata["gravity"] = True``. It lands
     first in the QA prompt's ``{context_str}`` and first in ``response.source_nodes``. An anchor node
-    already in the list (the postprocessor ran before) is replaced, not doubled. When the engine has
-    nothing to inject the nodes pass through unchanged.
+    already in the list (the postprocessor ran before) is replaced, not doubled.
+
+    The retrieved nodes follow, escaped for the prompt as LangChain's documents are (see
+    :mod:`gravity_llamaindex.escaping`): each is a copy whose LLM view is one ``- `` item with
+    ``&``, ``<``, ``>`` escaped, so a memory cannot forge a block or close a tag; its text, metadata,
+    id and class stay the user's, so ``response.source_nodes`` reads back the original. This
+    happens also when the engine has nothing to inject (then only the anchor node is missing).
 
     Put it **last** in ``node_postprocessors``: postprocessors after it (rerankers, similarity
     cutoffs, ``LongContextReorder``) would score, move or drop the anchor node like a memory. If
@@ -125,11 +131,12 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     @staticmethod
     def _prepend(context: AnchorContext, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         _, others = split_gravity_nodes(nodes)
+        memories = escape_host_nodes(others)
         node = anchor_node(context)
         if node is None:
-            logger.debug("no anchors for %r: nodes pass through", context.question)
-            return others
-        return [node, *others]
+            logger.debug("no anchors for %r: only the memories, escaped", context.question)
+            return memories
+        return [node, *memories]
 
     @dispatcher.span
     def _postprocess_nodes(
@@ -149,7 +156,8 @@ class KeepGravityFirst(BaseNodePostprocessor):
 
     For pipelines where a postprocessor must come after :class:`GravityNodePostprocessor` (say a
     reranker appended by other code): the anchor node is set aside, the wrapped postprocessor sees
-    and reorders the memories alone, and the anchor node is put back in front.
+    and reorders the memories alone, and the anchor node is put back in front. The nodes it returns
+    are escaped for the prompt again (:mod:`gravity_llamaindex.escaping`), in case it made new ones.
 
     Args:
         postprocessor: the postprocessor to shield the anchor node from.
@@ -183,11 +191,15 @@ class KeepGravityFirst(BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         anchors, others = split_gravity_nodes(nodes)
-        return [*anchors, *self._inner.postprocess_nodes(others, query_bundle=query_bundle)]
+        return [
+            *anchors,
+            *escape_host_nodes(self._inner.postprocess_nodes(others, query_bundle=query_bundle)),
+        ]
 
     @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         anchors, others = split_gravity_nodes(nodes)
-        return [*anchors, *await self._inner.apostprocess_nodes(others, query_bundle=query_bundle)]
+        ranked = await self._inner.apostprocess_nodes(others, query_bundle=query_bundle)
+        return [*anchors, *escape_host_nodes(ranked)]

@@ -1,4 +1,13 @@
-"""The template route: a QA prompt with a ``{gravity_anchors}`` slot filled per query."""
+"""The template route: a QA prompt with a ``{gravity_anchors}`` slot filled per query.
+
+The templates also escape what fills ``{context_str}``: the retrieved nodes' LLM text, joined by
+LlamaIndex, becomes a ``<retrieved_memories>`` block with one ``- `` item per paragraph and ``&``,
+``<``, ``>`` escaped, as LangChain's ``format_documents`` does (one function,
+:mod:`gravity_core.prompts.memories`). This route sees only the joined string, not the nodes, so
+the escaping is done here and the nodes themselves (``response.source_nodes``) are untouched.
+Use it *instead of* :class:`~gravity_llamaindex.GravityNodePostprocessor`, not with it: together
+the anchors would be shown twice and the nodes escaped twice.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +19,12 @@ from llama_index.core.prompts.mixin import PromptMixin
 
 from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.injection import ANCHORS_TAG
+from gravity_core.prompts.memories import format_memories
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
 __all__ = [
     "ANCHORS_VAR",
+    "CONTEXT_VAR",
     "GRAVITY_QA_TEMPLATE",
     "GRAVITY_QA_TEMPLATE_TMPL",
     "QA_TEMPLATE_KEY",
@@ -28,6 +39,9 @@ QA_TEMPLATE_KEY = "text_qa_template"
 
 ANCHORS_VAR = ANCHORS_TAG
 """The template variable that receives the anchors: ``{gravity_anchors}``."""
+
+CONTEXT_VAR = "context_str"
+"""The template variable LlamaIndex fills with the retrieved nodes' text; GRAVITY's templates escape it."""
 
 GRAVITY_QA_TEMPLATE_TMPL = (
     "Context information is below.\n"
@@ -49,8 +63,43 @@ The instruction comes with the anchors, so it is absent when there are none and 
 mode (the '+Sum' baseline has its own wording).
 """
 
-GRAVITY_QA_TEMPLATE = PromptTemplate(GRAVITY_QA_TEMPLATE_TMPL, prompt_type=PromptType.QUESTION_ANSWER)
+
+def _paragraphs(text: str) -> list[str]:
+    """``text`` cut at its blank lines (LlamaIndex joins the nodes' texts with one)."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in text.splitlines():
+        if line.strip():
+            current.append(line)
+        elif current:
+            paragraphs.append("\n".join(current))
+            current = []
+    if current:
+        paragraphs.append("\n".join(current))
+    return paragraphs
+
+
+def escaped_context(**kwargs: Any) -> str:
+    """The ``function_mappings`` entry of ``{context_str}``: the retrieved text as an escaped block.
+
+    LlamaIndex calls it with the template variables; ``context_str`` is the nodes' LLM text joined
+    by blank lines (possibly one of several chunks, when it is packed into more than one prompt). It
+    returns the ``<retrieved_memories>`` block of one item per paragraph, or ``""`` for no text.
+    """
+    context = kwargs.get(CONTEXT_VAR)
+    if not isinstance(context, str):
+        return ""
+    return format_memories(_paragraphs(context))
+
+
+GRAVITY_QA_TEMPLATE = PromptTemplate(
+    GRAVITY_QA_TEMPLATE_TMPL,
+    prompt_type=PromptType.QUESTION_ANSWER,
+    function_mappings={CONTEXT_VAR: escaped_context},
+)
 """The template with ``{gravity_anchors}``, ``{context_str}`` and ``{query_str}`` unfilled.
+
+``{context_str}`` is escaped when formatted (:func:`escaped_context`).
 
 Fill the slot per query with :func:`gravity_qa_template`, or statically with
 ``GRAVITY_QA_TEMPLATE.partial_format(gravity_anchors=context.text)``.
@@ -82,6 +131,9 @@ class _AnchorsSlot:
 def gravity_qa_template(engine: EngineLike, template: str = GRAVITY_QA_TEMPLATE_TMPL) -> PromptTemplate:
     """A QA template whose ``{gravity_anchors}`` is filled with the anchors for each query.
 
+    Its ``{context_str}`` is escaped into a ``<retrieved_memories>`` block (:func:`escaped_context`),
+    so a retrieved node cannot forge a block or close a tag; the nodes themselves are not changed.
+
     Pass it at build time (``index.as_query_engine(text_qa_template=...)``,
     ``RetrieverQueryEngine.from_args(..., text_qa_template=...)``) or use
     :func:`install_gravity_qa_template` on an existing query engine. LlamaIndex formats templates
@@ -99,9 +151,9 @@ def gravity_qa_template(engine: EngineLike, template: str = GRAVITY_QA_TEMPLATE_
     prompt = PromptTemplate(
         template,
         prompt_type=PromptType.QUESTION_ANSWER,
-        function_mappings={ANCHORS_VAR: _AnchorsSlot(as_provider(engine))},
+        function_mappings={ANCHORS_VAR: _AnchorsSlot(as_provider(engine)), CONTEXT_VAR: escaped_context},
     )
-    missing = {ANCHORS_VAR, "context_str", "query_str"} - set(prompt.template_vars)
+    missing = {ANCHORS_VAR, CONTEXT_VAR, "query_str"} - set(prompt.template_vars)
     if missing:
         raise ConfigurationError(f"the QA template lacks the variables {sorted(missing)}")
     return prompt

@@ -3,12 +3,17 @@
 A conversation full of hostile text (fake block headers and tags, closing delimiters, role markers,
 chat-template tokens, "ignore previous instructions", template placeholders) is built into a KB
 with the offline extractor; then every text field of every anchor is overwritten with hostile text
-too, so each field the blocks show is covered. The blocks are rendered through the engine, the
-LangChain prompt, and the LlamaIndex postprocessor, QA template and memory block. In every output
-the block structure is intact: the instruction, one ``<gravity_anchors>`` wrapper, exactly three
-``# `` headers, and otherwise only items (``- ``) and their continuation lines (two spaces), with
-no ``<`` or ``>`` inside them; each hostile string is there, escaped (``html.unescape`` gives it
-back on one line).
+too, so each field the blocks show is covered. The host's own documents are hostile as well: each
+turn, and each hostile string as a document (and, in LlamaIndex, node metadata) of its own. The
+prompt is built through every public path: the engine; in LangChain ``GravityRetriever`` with
+``format_documents`` and ``build_gravity_chain``; in LlamaIndex the postprocessor alone, the
+postprocessor after ``GravityFusionRetriever``, ``install_gravity_qa_template`` and the memory block.
+In every prompt the block structure is intact: the instruction, one ``<gravity_anchors>`` wrapper,
+exactly three ``# `` anchor headers, and otherwise only items (``- ``) and their continuation lines
+(two spaces), with no ``<`` or ``>`` inside them; each hostile string is there, escaped
+(``html.unescape`` gives it back). The host's documents are one item each, escaped the same way
+(before the fix a LlamaIndex node could forge a block or close ``</retrieved_memories>``), and
+the nodes the user reads back through ``response.source_nodes`` keep their own text.
 """
 
 from __future__ import annotations
@@ -240,28 +245,97 @@ def test_extracted_kb_quotes_the_hostile_conversation(
     assert len(found) >= 3, found
 
 
+# ----- the host's documents ---------------------------------------------------------------------------
+
+
+def host_texts() -> list[str]:
+    """The host's documents: each turn as the host stores it, then each hostile string on its own.
+
+    A document of its own means the hostile text starts the document (``# Entity Profiles`` first).
+    """
+    return [f"{u.speaker}: {u.text}" for u in hostile_conversation()] + HOSTILE
+
+
+def assert_memory_items(text: str) -> list[str]:
+    """Every line of ``text`` is an item (``- ``) or a continuation (two spaces), with no tag in it."""
+    items: list[str] = []
+    for line in text.split("\n"):
+        assert "<" not in line and ">" not in line, line
+        if line.startswith("- "):
+            items.append(line)
+        else:
+            assert line.startswith("  ") and items, f"stray line {line!r}"
+            items[-1] += "\n" + line
+    return items
+
+
+def assert_documents_shown(text: str, documents: list[str]) -> None:
+    """Each line of each document is in ``text`` once unescaped; nothing that needed escaping is raw."""
+    shown = html.unescape(text)
+    for document in documents:
+        for line in document.splitlines():
+            if line.strip():
+                assert line in shown, line
+    for hostile in HOSTILE:
+        if any(c in hostile for c in "<>&"):
+            assert hostile not in text
+
+
+def assert_memories_block(text: str, documents: list[str]) -> None:
+    """The ``<retrieved_memories>`` block: its tags, its header, one item per document, all escaped."""
+    lines = text.split("\n")
+    assert (
+        lines[:2] == ["<retrieved_memories>", "# Retrieved Memories"] and lines[-1] == "</retrieved_memories>"
+    )
+    assert text.count("</retrieved_memories>") == 1 and text.count("<retrieved_memories>") == 1
+    assert_memory_items("\n".join(lines[2:-1]))
+    assert_documents_shown(text, documents)
+
+
 # ----- LangChain --------------------------------------------------------------------------------------
 
 
-def test_langchain_prompt_keeps_both_blocks_intact(context: AnchorContext, engine: GravityEngine) -> None:
+@pytest.fixture
+def langchain_store(engine: GravityEngine) -> Any:
     pytest.importorskip("langchain_core")
     from langchain_core.documents import Document
-    from langchain_core.runnables import RunnablePassthrough
     from langchain_core.vectorstores import InMemoryVectorStore
+
+    from gravity_langchain import GravityEmbeddings
+
+    store = InMemoryVectorStore(GravityEmbeddings(engine.embedder))
+    store.add_documents([Document(text, id=f"doc{n}") for n, text in enumerate(host_texts())])
+    return store
+
+
+def _system_and_human(messages: list[Any], context: AnchorContext) -> str:
+    assert [m.type for m in messages] == ["system", "human"]
+    assert messages[1].content == QUESTION  # the user's own words, not ours to escape
+    system = messages[0].content
+    assert isinstance(system, str)
+    memories, anchors = system.split("\n\n", 1)
+    assert anchors == context.text
+    assert_structure(anchors)
+    return memories
+
+
+def test_langchain_retriever_and_prompt_keep_both_blocks_intact(
+    context: AnchorContext, engine: GravityEngine, langchain_store: Any
+) -> None:
+    from langchain_core.runnables import RunnablePassthrough
 
     from gravity_langchain import (
         GRAVITY_PROMPT,
-        GravityEmbeddings,
         GravityQueryCache,
         GravityRetriever,
         format_documents,
         gravity_anchors_runnable,
     )
 
-    store = InMemoryVectorStore(GravityEmbeddings(engine.embedder))
-    store.add_documents([Document(f"{u.speaker}: {u.text}", id=u.id) for u in hostile_conversation()])
     cache = GravityQueryCache(engine)
-    retriever = GravityRetriever(engine=engine, vector_store=store, k=len(HOSTILE), cache=cache)
+    retriever = GravityRetriever(
+        engine=engine, vector_store=langchain_store, k=len(host_texts()), cache=cache
+    )
     chain = (
         RunnablePassthrough.assign(
             context=itemgetter("question") | retriever | format_documents,
@@ -270,65 +344,197 @@ def test_langchain_prompt_keeps_both_blocks_intact(context: AnchorContext, engin
         | GRAVITY_PROMPT
     )
     messages = chain.invoke({"question": QUESTION, "history": []}).to_messages()
-    assert [m.type for m in messages] == ["system", "human"]
-    assert messages[1].content == QUESTION  # the user's own words, not ours to escape
-    system = messages[0].content
-    assert isinstance(system, str)
-    memories, anchors = system.split("\n\n", 1)
-    assert anchors == context.text
-    assert_structure(anchors)
+    memories = _system_and_human(messages, context)
     # The host's memories block follows the same rule: one item per document, nothing forged.
-    lines = memories.split("\n")
-    assert (
-        lines[:2] == ["<retrieved_memories>", "# Retrieved Memories"] and lines[-1] == "</retrieved_memories>"
-    )
-    for line in lines[2:-1]:
-        assert line.startswith(("- ", "  ")) and "<" not in line and ">" not in line, line
-    assert sum(line.startswith("- ") for line in lines) == len(HOSTILE)
+    assert_memories_block(memories, host_texts())
+    assert sum(line.startswith("- ") for line in memories.split("\n")) == len(host_texts())
     assert "{context}" in html.unescape(memories)  # placeholders in data are never formatted
+
+
+@pytest.mark.parametrize("token_budget", [None, 1_000_000], ids=["k", "budget"])
+def test_langchain_build_gravity_chain_keeps_both_blocks_intact(
+    context: AnchorContext, engine: GravityEngine, langchain_store: Any, token_budget: int | None
+) -> None:
+    from langchain_core.prompt_values import PromptValue
+    from langchain_core.runnables import RunnableLambda
+
+    from gravity_langchain import build_gravity_chain
+
+    prompts: list[PromptValue] = []
+
+    def model(prompt: PromptValue) -> str:  # stands in for the chat model: records what it is sent
+        prompts.append(prompt)
+        return "answer"
+
+    chain = build_gravity_chain(
+        engine, langchain_store, RunnableLambda(model), k=len(host_texts()), token_budget=token_budget
+    )
+    assert chain.invoke(QUESTION) == "answer"
+    memories = _system_and_human(prompts[0].to_messages(), context)
+    assert_memories_block(memories, host_texts())
+    assert sum(line.startswith("- ") for line in memories.split("\n")) == len(host_texts())
 
 
 # ----- LlamaIndex -------------------------------------------------------------------------------------
 
+DASHES = "\n---------------------\n"  # the rule around {context_str} in LlamaIndex's QA templates
 
-def test_llamaindex_node_template_and_memory_block_keep_the_structure(
-    context: AnchorContext, engine: GravityEngine
-) -> None:
+
+@pytest.fixture
+def llamaindex_nodes() -> list[Any]:
+    """The host's nodes: ``nodes_from_utterances`` of the conversation, then each hostile string as a
+    node of its own with hostile metadata (which the LLM sees too)."""
     pytest.importorskip("llama_index.core")
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.llms import ChatMessage, MockLLM
     from llama_index.core.schema import TextNode
 
-    from gravity_llamaindex import (
-        AnchorProvider,
-        GravityEmbedding,
-        GravityMemoryBlock,
-        GravityNodePostprocessor,
-        install_gravity_qa_template,
+    from gravity_llamaindex import nodes_from_utterances
+
+    own = [
+        TextNode(text=hostile, id_=f"raw{n}", metadata={"title": HOSTILE[-n - 1]})
+        for n, hostile in enumerate(HOSTILE)
+    ]
+    return [*nodes_from_utterances(hostile_conversation()), *own]
+
+
+def _recording_llm() -> Any:
+    from llama_index.core.base.llms.types import LLMMetadata
+    from llama_index.core.bridge.pydantic import Field
+    from llama_index.core.llms import CompletionResponse, MockLLM
+    from llama_index.core.llms.callbacks import llm_completion_callback
+
+    class RecordingLLM(MockLLM):
+        """Keeps every prompt; a window wide enough that every node fits one prompt (no refine)."""
+
+        prompts: list[str] = Field(default_factory=list)
+
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(context_window=1_000_000, num_output=16)
+
+        @llm_completion_callback()
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            self.prompts.append(prompt)
+            return CompletionResponse(text="answer")
+
+    return RecordingLLM(max_tokens=None)
+
+
+def _llm_views(nodes: list[Any]) -> list[str]:
+    from llama_index.core.schema import MetadataMode
+
+    return [node.get_content(metadata_mode=MetadataMode.LLM) for node in nodes]
+
+
+def _assert_source_nodes_are_the_hosts(response: Any, nodes: list[Any], n_anchor_nodes: int) -> None:
+    """The user reads their own text and metadata back through ``source_nodes``; their nodes are untouched."""
+    by_id = {node.node_id: node for node in nodes}
+    hosts = response.source_nodes[n_anchor_nodes:]
+    assert hosts and len(hosts) == len(nodes)
+    for source in hosts:
+        original = by_id[source.node.node_id]
+        assert source.node.get_content() == original.get_content() == original.text
+        assert source.node.text == original.text
+        # The user's metadata is all there (the fusion retriever adds its own gravity_* keys beside it).
+        assert {key: source.node.metadata[key] for key in original.metadata} == original.metadata
+        assert isinstance(source.node, type(original))
+
+
+def _assert_postprocessor_prompt(prompt: str, context: AnchorContext, nodes: list[Any]) -> None:
+    """Default QA template: ``{context_str}`` holds the anchor node, then one item per host node."""
+    parts = prompt.split(DASHES)
+    assert len(parts) == 3, parts  # nothing in the context forged the template's own rule
+    assert parts[0] == "Context information is below."
+    body = parts[1]
+    assert body.startswith(context.text + "\n\n")
+    assert_structure(context.text)
+    memories = body[len(context.text) + 2 :].replace("\n\n", "\n")
+    items = assert_memory_items(memories)
+    assert len(items) == len(nodes)  # one item per node, metadata and text together
+    assert [line for line in body.split("\n") if line.startswith("#")] == HEADERS
+    assert_documents_shown(memories, _llm_views(nodes))
+    assert "{context}" in html.unescape(memories)
+
+
+@pytest.fixture
+def llamaindex_index(engine: GravityEngine, llamaindex_nodes: list[Any]) -> Any:
+    from llama_index.core import VectorStoreIndex
+
+    from gravity_llamaindex import GravityEmbedding
+
+    return VectorStoreIndex(llamaindex_nodes, embed_model=GravityEmbedding(engine.embedder))
+
+
+@pytest.mark.parametrize("run", ["query", "aquery"])
+def test_llamaindex_postprocessor_escapes_the_host_nodes_in_the_prompt(
+    context: AnchorContext,
+    engine: GravityEngine,
+    llamaindex_index: Any,
+    llamaindex_nodes: list[Any],
+    run: str,
+) -> None:
+    from gravity_llamaindex import AnchorProvider, GravityNodePostprocessor
+
+    llm = _recording_llm()
+    query_engine = llamaindex_index.as_query_engine(
+        llm=llm,
+        similarity_top_k=len(llamaindex_nodes),
+        node_postprocessors=[GravityNodePostprocessor(AnchorProvider(engine))],
     )
+    response = query_engine.query(QUESTION) if run == "query" else asyncio.run(query_engine.aquery(QUESTION))
+    assert len(llm.prompts) == 1
+    _assert_postprocessor_prompt(llm.prompts[0], context, llamaindex_nodes)
+    assert response.source_nodes[0].node.get_content() == context.text
+    _assert_source_nodes_are_the_hosts(response, llamaindex_nodes, 1)
+
+
+def test_llamaindex_fusion_retriever_with_the_postprocessor_escapes_the_host_nodes(
+    context: AnchorContext, engine: GravityEngine, llamaindex_index: Any, llamaindex_nodes: list[Any]
+) -> None:
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from gravity_llamaindex import AnchorProvider, GravityFusionRetriever, GravityNodePostprocessor
 
     anchors = AnchorProvider(engine)
-    nodes = [TextNode(text=f"{u.speaker}: {u.text}", id_=u.id) for u in hostile_conversation()]
-    index = VectorStoreIndex(nodes, embed_model=GravityEmbedding(engine.embedder))
-
-    # The anchor node, placed first by the postprocessor, holds exactly the checked injection.
-    with_node = index.as_query_engine(
-        llm=MockLLM(), similarity_top_k=3, node_postprocessors=[GravityNodePostprocessor(anchors)]
+    llm = _recording_llm()
+    query_engine = RetrieverQueryEngine.from_args(
+        GravityFusionRetriever.from_index(llamaindex_index, anchors, similarity_top_k=len(llamaindex_nodes)),
+        llm=llm,
+        node_postprocessors=[GravityNodePostprocessor(anchors)],
     )
-    response = with_node.query(QUESTION)
-    assert response.source_nodes[0].node.get_content() == context.text
-    assert context.text in str(response)  # MockLLM answers with its prompt
+    response = query_engine.query(QUESTION)
+    assert len(llm.prompts) == 1
+    _assert_postprocessor_prompt(llm.prompts[0], context, llamaindex_nodes)
+    _assert_source_nodes_are_the_hosts(response, llamaindex_nodes, 1)
 
-    # The QA template slot: the formatted prompt holds the injection once, unchanged.
-    templated = index.as_query_engine(llm=MockLLM(), similarity_top_k=3)
-    install_gravity_qa_template(templated, anchors)
-    prompt = str(templated.query(QUESTION))
-    assert prompt.count(PRIORITY_INSTRUCTION) == 1
-    start = prompt.index(PRIORITY_INSTRUCTION)
-    assert prompt[start : start + len(context.text)] == context.text
 
-    # The memory block for chat engines and agents.
-    block = GravityMemoryBlock(anchors)
+def test_llamaindex_qa_template_escapes_the_retrieved_memories(
+    context: AnchorContext, engine: GravityEngine, llamaindex_index: Any, llamaindex_nodes: list[Any]
+) -> None:
+    from gravity_llamaindex import AnchorProvider, install_gravity_qa_template
+
+    llm = _recording_llm()
+    templated = llamaindex_index.as_query_engine(llm=llm, similarity_top_k=len(llamaindex_nodes))
+    install_gravity_qa_template(templated, AnchorProvider(engine))
+    response = templated.query(QUESTION)
+    assert len(llm.prompts) == 1
+    parts = llm.prompts[0].split(DASHES)
+    assert len(parts) == 4, parts  # header, memories, anchors, question
+    memories, anchors = parts[1], parts[2]
+    assert anchors == context.text
+    assert_structure(anchors)
+    assert_memories_block(memories, _llm_views(llamaindex_nodes))
+    assert [line for line in memories.split("\n") if line.startswith("#")] == ["# Retrieved Memories"]
+    assert "{context}" in html.unescape(memories)
+    _assert_source_nodes_are_the_hosts(response, llamaindex_nodes, 0)
+
+
+def test_llamaindex_memory_block_keeps_the_structure(context: AnchorContext, engine: GravityEngine) -> None:
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.llms import ChatMessage
+
+    from gravity_llamaindex import AnchorProvider, GravityMemoryBlock
+
+    block = GravityMemoryBlock(AnchorProvider(engine))
     text = asyncio.run(block.aget(messages=[ChatMessage(role="user", content=QUESTION)]))
     assert text == context.text
     assert_structure(text)
