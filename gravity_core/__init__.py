@@ -11,6 +11,7 @@ from gravity_core.errors import (
     InputDataError,
     MissingDependencyError,
     ProviderError,
+    StorageAccessError,
     UnexpectedModelOutput,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "InputDataError",
     "MissingDependencyError",
     "ProviderError",
+    "StorageAccessError",
     "UnexpectedModelOutput",
     "__version__",
 ]

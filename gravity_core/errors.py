@@ -10,6 +10,8 @@
     ├── ProviderError                 the model's provider or its set-up: rate limit, timeout,
     │                                 connection, rejected key, unknown model, a model's own exception
     └── AnchorStoreError              the KB on disk: missing, corrupt or of another schema version
+        └── StorageAccessError        the machine: the OS refused to read or write the folder (permissions,
+                                      disk full, a file or folder where the other should be, a name too long)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "InputDataError",
     "MissingDependencyError",
     "ProviderError",
+    "StorageAccessError",
     "UnexpectedModelOutput",
 ]
 
@@ -125,3 +128,23 @@ class AnchorStoreError(GravityError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class StorageAccessError(AnchorStoreError):
+    """The OS refused to read or write a KB or SGMem folder; the KB itself is not at fault.
+
+    The message names the folder (and the file, when it is not the folder), the OS's reason and
+    what to do, e.g. ``cannot write KB folder /x/kb: Permission denied (make it writable or choose
+    another folder)``. What was on disk before is intact.
+
+    Attributes:
+        path: the file or folder the OS refused.
+        folder: the KB or SGMem folder.
+        errno: the OS error number (``None`` when the OS gave none, e.g. numpy's short write).
+    """
+
+    def __init__(self, message: str, *, path: str, folder: str, errno: int | None = None) -> None:
+        self.path = path
+        self.folder = folder
+        self.errno = errno
+        GravityError.__init__(self, message)

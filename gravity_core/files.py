@@ -1,18 +1,25 @@
-"""Temp files and folders created with the mode an ordinary file or folder gets (umask applied).
+"""The file writes of KB and SGMem folders: temp names with the user's mode, and every byte by ``os.write``.
 
 ``tempfile.mkstemp`` and ``mkdtemp`` create 0600 files and 0700 folders. Everything a KB holds is
 written through a temp name, so with them a KB's JSON files and generation folders were private
 while its ``.npy`` files were not; with these helpers a KB folder has one mode throughout, that of
 the user's umask.
+
+Every byte a store writes goes through :func:`write_all` (``os.write``), ``.npy`` files included
+(:func:`write_npy` writes numpy's header, then the array's memory, without a copy): a full disk
+or any other refusal is an ``OSError`` with its errno, never numpy's errno-less short write.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 from pathlib import Path
 
-__all__ = ["new_temp_dir", "new_temp_file"]
+import numpy as np
+
+__all__ = ["new_temp_dir", "new_temp_file", "write_all", "write_npy"]
 
 _TRIES = 100
 
@@ -38,3 +45,30 @@ def new_temp_dir(parent: Path, prefix: str) -> Path:
             continue
         return path
     raise FileExistsError(f"no free temp folder name in {parent}")
+
+
+def write_all(fd: int, data: bytes | memoryview, path: str | os.PathLike[str] | None = None) -> None:
+    """Write all of ``data`` to the open file ``fd`` (``os.write`` until done).
+
+    ``path``: the file's name, given to an ``OSError`` (``os.write`` knows only the descriptor).
+    """
+    view = memoryview(data)
+    try:
+        while view.nbytes:
+            written = os.write(fd, view)
+            view = view[written:]
+    except OSError as exc:
+        if exc.filename is None and path is not None:
+            exc.filename = os.fspath(path)
+        raise
+
+
+def write_npy(fd: int, array: np.ndarray, path: str | os.PathLike[str] | None = None) -> None:
+    """Write ``array`` to ``fd`` as an ``.npy`` file (what ``np.save`` writes; no pickle, no copy)."""
+    array = np.ascontiguousarray(array)
+    if array.dtype.hasobject:
+        raise ValueError("object arrays are not written (they would need pickle)")
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    write_all(fd, header.getvalue(), path)
+    write_all(fd, array.reshape(-1).view(np.uint8).data, path)

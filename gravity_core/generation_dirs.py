@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -102,18 +103,43 @@ def remove_generations(directory: Path, fmt: str, remove: Collection[int]) -> No
     """
     for generation in owned_generations(directory, fmt):
         if generation in remove:
-            shutil.rmtree(generation_folder(directory, generation), ignore_errors=True)
+            # Out of the generation pattern first, so a delete cut short is a staging leftover.
+            doomed = directory / f".g{generation:06d}.{secrets.token_hex(4)}"
+            with contextlib.suppress(OSError):
+                os.replace(generation_folder(directory, generation), doomed)
+                _remove_marked(doomed)
     for path in directory.iterdir():
         staged = _STAGING.match(path.name)
         if staged and path.is_dir() and not path.is_symlink():
             if _marker_says(path, fmt, int(staged.group(1))):
-                shutil.rmtree(path, ignore_errors=True)
+                _remove_marked(path)
             else:
                 with contextlib.suppress(OSError):
                     path.rmdir()  # only if empty
         elif _MANIFEST_TMP.match(path.name) and path.is_file():
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _remove_marked(folder: Path) -> None:
+    """Delete a folder that holds our marker, the marker last.
+
+    A delete killed half-way then leaves a folder still provably ours (or an empty one), which a
+    later call removes; removed in directory order, the marker could go first and leave the rest
+    for good.
+    """
+    for path in folder.iterdir():
+        if path.name == MARKER:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    with contextlib.suppress(OSError):
+        (folder / MARKER).unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def first_saves(directory: Path, fmt: str) -> list[int]:

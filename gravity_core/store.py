@@ -24,30 +24,34 @@ is lost (a rollback writes the manifest again).
 
 A file that is missing, truncated, not of its format or whose digest does not match raises
 :class:`~gravity_core.errors.AnchorStoreError` naming the file, and saying which earlier generation
-still loads.
+still loads. An OS error (a read-only folder, a full disk, a folder where a file should be, a name
+too long) raises :class:`~gravity_core.errors.StorageAccessError` naming the path and what to do,
+with what was on disk before intact (:mod:`gravity_core.storage_errors`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
 import logging
 import os
 import shutil
-from collections.abc import Collection, Iterator
+import threading
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import new_temp_file
+from gravity_core.files import new_temp_file, write_all, write_npy
 from gravity_core.generation_dirs import (
     MARKER,
     WRITER_LOCK,
@@ -62,6 +66,7 @@ from gravity_core.generation_dirs import (
     writer_lock,
 )
 from gravity_core.schema import SCHEMA_VERSION, KnowledgeBase
+from gravity_core.storage_errors import check_writable, os_errors
 
 __all__ = ["MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "write_json_atomic"]
 
@@ -124,20 +129,48 @@ def _message(exc: AnchorStoreError) -> str:
     return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` through a temp file in the same folder and ``os.replace``."""
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> None:
+    """Write ``data`` as JSON to ``path`` through a temp file in the same folder and ``os.replace``.
+
+    Compact unless ``indent`` is given (the C encoder: several times faster than an indented dump).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    separators = None if indent is not None else (",", ":")
+    encoded = json.dumps(data, ensure_ascii=False, indent=indent, separators=separators).encode("utf-8")
     fd, tmp = new_temp_file(path, f".{path.name}.")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            write_all(fd, encoded, path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _os_errors(
+    action: str,
+) -> Callable[[Callable[Concatenate[AnchorStore, _P], _R]], Callable[Concatenate[AnchorStore, _P], _R]]:
+    """Run a store method with its folder's OS errors told as a :class:`StorageAccessError`."""
+
+    def wrap(
+        method: Callable[Concatenate[AnchorStore, _P], _R],
+    ) -> Callable[Concatenate[AnchorStore, _P], _R]:
+        @functools.wraps(method)
+        def guarded(self: AnchorStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with os_errors(self.directory, action=action):
+                return method(self, *args, **kwargs)
+
+        return guarded
+
+    return wrap
 
 
 @dataclass
@@ -154,16 +187,21 @@ class AnchorStore:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        # Who holds the writer lock through this store, and how deep (a save inside a build).
+        self._lock_owner: int | None = None
+        self._lock_depth = 0
 
     @property
     def cache_dir(self) -> Path:
         """Where model responses for builds of this KB are cached."""
         return self.directory / CACHE
 
+    @_os_errors("read")
     def exists(self) -> bool:
         """Whether the folder holds a KB."""
         return (self.directory / MANIFEST).is_file()
 
+    @_os_errors("read")
     def current_generation(self) -> int | None:
         """The generation the manifest names now (``None`` when there is no readable KB)."""
         return self._peek_generation()
@@ -172,12 +210,35 @@ class AnchorStore:
     def writer(self) -> Iterator[None]:
         """Hold the folder's writer lock: one build at a time (:func:`.generation_dirs.writer_lock`).
 
-        Raises:
-            AnchorStoreError: another build holds it.
-        """
-        with writer_lock(self.directory):
-            yield
+        Every write of the store takes it (:meth:`save`, :meth:`rollback`, the adoption in
+        :meth:`prepare_build`); the thread that holds it through this store may take it again.
 
+        Raises:
+            AnchorStoreError: another build (another process, store or thread) holds it.
+            StorageAccessError: the folder cannot be made or written (checked before anything
+                else is done, so a build into a read-only folder stops at once).
+        """
+        me = threading.get_ident()
+        if self._lock_owner == me:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        with contextlib.ExitStack() as held:
+            with os_errors(self.directory):
+                if self.directory.exists() and not self.directory.is_dir():
+                    raise AnchorStoreError("is not a folder", path=str(self.directory))
+                held.enter_context(writer_lock(self.directory))
+                check_writable(self.directory)
+            self._lock_owner, self._lock_depth = me, 1
+            try:
+                yield
+            finally:
+                self._lock_owner, self._lock_depth = None, 0
+
+    @_os_errors("write")
     def check_output(self) -> None:
         """Refuse a folder that is not new, empty or a KB, or whose manifest is lost.
 
@@ -185,9 +246,18 @@ class AnchorStore:
             AnchorStoreError: the folder is a file; holds other things and no KB; or holds
                 generation folders but no manifest (the message points to :meth:`rollback`).
         """
-        if not (self.directory / MANIFEST).exists():
-            check_output_folder(self.directory, FORMAT, {WRITER_LOCK, CACHE}, self._rollback_hint())
+        self._check_output()
 
+    def _check_output(self) -> None:
+        manifest = self.directory / MANIFEST
+        if not manifest.exists():
+            check_output_folder(self.directory, FORMAT, {WRITER_LOCK, CACHE}, self._rollback_hint())
+        elif not manifest.is_file():
+            raise AnchorStoreError(
+                "is not a file (GRAVITY keeps the KB's manifest there): move it away", path=str(manifest)
+            )
+
+    @_os_errors("write")
     def prepare_build(self) -> None:
         """Before a build reads the folder: adopt a first save killed before its manifest, or refuse.
 
@@ -196,27 +266,45 @@ class AnchorStore:
         way that generation is made current (as :meth:`rollback` would), so nothing is lost.
 
         Raises:
-            AnchorStoreError: see :meth:`check_output`.
+            AnchorStoreError: see :meth:`check_output`; or another build holds the writer lock
+                while there is a first save to adopt.
         """
         if self.exists():
             return
-        generations = self._generations()
-        if generations and generations == first_saves(self.directory, FORMAT):
-            with contextlib.suppress(AnchorStoreError):
-                adopted = self._rollback()
-                logger.warning("%s had no manifest; its first save g%06d is current", self.directory, adopted)
-                return
-        self.check_output()
+        if self._adoptable():
+            with self.writer():
+                if self.exists() or not self._adoptable():  # another writer was quicker
+                    return self.prepare_build()
+                with contextlib.suppress(AnchorStoreError):
+                    adopted = self._rollback()
+                    logger.warning(
+                        "%s had no manifest; its first save g%06d is current", self.directory, adopted
+                    )
+                    return None
+        self._check_output()
+        return None
 
+    def _adoptable(self) -> bool:
+        """No manifest, and every generation on disk is a first save."""
+        generations = self._generations()
+        no_manifest = not (self.directory / MANIFEST).exists()
+        return no_manifest and bool(generations) and generations == first_saves(self.directory, FORMAT)
+
+    @_os_errors("write")
     def save(self, kb: KnowledgeBase, vectors: AnchorVectors) -> int:
         """Write ``kb`` and ``vectors`` as a new generation; returns its number.
 
         Raises:
             AnchorStoreError: the folder is refused by :meth:`check_output`, or its manifest is
                 unreadable (then nothing is written: :meth:`rollback` first).
+            StorageAccessError: the OS refused a write (the previous generation stays current).
         """
-        self.check_output()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._check_output()
+        with self.writer():
+            return self._save_locked(kb, vectors)
+
+    def _save_locked(self, kb: KnowledgeBase, vectors: AnchorVectors) -> int:
+        self._check_output()
         previous = self._read_manifest()["generation"] if self.exists() else None
         generation = next_generation(self.directory)
         final = generation_folder(self.directory, generation)
@@ -235,6 +323,7 @@ class AnchorStore:
         logger.info("saved KB generation %d to %s", generation, self.directory)
         return generation
 
+    @_os_errors("read")
     def load(self, generation: int | None = None, *, vector_kinds: Collection[str] | None = None) -> LoadedKB:
         """Read the current generation (or the one given, if it is still on disk).
 
@@ -270,6 +359,7 @@ class AnchorStore:
             f"the KB was rewritten {_LOAD_TRIES} times while being read", path=str(self.directory)
         )
 
+    @_os_errors("read")
     def generations(self) -> list[int]:
         """Numbers of the generation folders on disk, oldest first (the current one included)."""
         return self._generations()
@@ -287,8 +377,13 @@ class AnchorStore:
 
         Raises:
             AnchorStoreError: no such generation loads, or a build is writing the KB.
+            StorageAccessError: the OS refused to write the manifest (nothing changed).
         """
-        with self.writer():
+        with os_errors(self.directory):
+            if not self.directory.is_dir():
+                what = "is not a folder" if self.directory.exists() else "no such folder"
+                raise AnchorStoreError(f"{what}, so no KB to roll back", path=str(self.directory))
+        with self.writer(), os_errors(self.directory):
             return self._rollback()
 
     def _rollback(self) -> int:
@@ -385,7 +480,7 @@ class AnchorStore:
             part = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
             where = folder / f"{part}.json" if part in _PARTS else folder
             raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(where)) from exc
-        vectors = self._read_vectors(folder, check, vector_kinds)
+        vectors = self._read_vectors(folder, check, vector_kinds, kb)
         check.raise_first()
         return LoadedKB(kb=kb, vectors=vectors, generation=generation)
 
@@ -429,7 +524,7 @@ class AnchorStore:
             },
         }
         manifest["digest"] = _manifest_digest(manifest)
-        write_json_atomic(self.directory / MANIFEST, manifest)
+        write_json_atomic(self.directory / MANIFEST, manifest, indent=1)
         fsync_dir(self.directory)
 
     def _write_generation(self, folder: Path, kb: KnowledgeBase, vectors: AnchorVectors) -> None:
@@ -440,10 +535,13 @@ class AnchorStore:
         for kind in VECTOR_KINDS:
             kv = vectors.get(kind)
             index["kinds"][kind] = {"ids": kv.ids, "digests": kv.digests}
-            with open(folder / f"vectors-{kind}.npy", "wb") as handle:
-                np.save(handle, np.ascontiguousarray(kv.matrix, dtype=np.float32), allow_pickle=False)
-                handle.flush()
-                os.fsync(handle.fileno())
+            npy = folder / f"vectors-{kind}.npy"
+            fd = os.open(npy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                write_npy(fd, np.asarray(kv.matrix, dtype=np.float32), npy)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         write_json_atomic(folder / "vectors.json", index)
         # The ownership marker is not KB content: a damaged one only makes the store leave the folder be.
         digests = {
@@ -452,7 +550,11 @@ class AnchorStore:
         write_json_atomic(folder / CHECKSUMS, {"algorithm": _DIGEST, "files": digests})
 
     def _read_vectors(
-        self, folder: Path, check: _Checks | None = None, kinds: Collection[str] | None = None
+        self,
+        folder: Path,
+        check: _Checks | None = None,
+        kinds: Collection[str] | None = None,
+        kb: KnowledgeBase | None = None,
     ) -> AnchorVectors:
         index = self._read_json(folder / "vectors.json", check)
         try:
@@ -470,9 +572,7 @@ class AnchorStore:
                 except (OSError, ValueError, EOFError) as exc:
                     raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
                 if matrix.shape[0] != len(entry["ids"]):
-                    raise AnchorStoreError(
-                        f"{matrix.shape[0]} rows for {len(entry['ids'])} anchor ids", path=str(path)
-                    )
+                    raise _row_mismatch(folder, kind, matrix.shape[0], len(entry["ids"]), check, kb)
                 vectors.kinds[kind] = KindVectors(
                     ids=list(entry["ids"]),
                     digests=list(entry["digests"]),
@@ -511,6 +611,46 @@ class AnchorStore:
         return owned_generations(self.directory, FORMAT)
 
 
+def _row_mismatch(
+    folder: Path, kind: str, rows: int, ids: int, check: _Checks | None, kb: KnowledgeBase | None
+) -> AnchorStoreError:
+    """The error for a vector file and ``vectors.json`` that disagree, naming the file at fault.
+
+    A file whose digest does not match is at fault; without digests (or both matching), the one
+    that disagrees with the KB's count of that kind of anchor; when neither tells, both are named.
+    """
+    index, matrix = folder / "vectors.json", folder / f"vectors-{kind}.npy"
+    failed = check.failure_of(index, matrix) if check is not None else None
+    if failed is not None:
+        return failed
+    anchors = _anchor_count(kb, kind)
+    if anchors is not None and rows == anchors:
+        return AnchorStoreError(
+            f"lists {ids} {kind} ids where {matrix.name} has {rows} rows and the KB {anchors} {kind} "
+            "anchors (a stale or edited file)",
+            path=str(index),
+        )
+    if anchors is not None and ids == anchors:
+        return AnchorStoreError(
+            f"{rows} rows where {index.name} lists {ids} {kind} ids and the KB holds {anchors} "
+            f"{kind} anchors",
+            path=str(matrix),
+        )
+    return AnchorStoreError(
+        f"{index.name} lists {ids} {kind} ids but {matrix.name} has {rows} rows: "
+        "one of them is stale or damaged",
+        path=str(folder),
+    )
+
+
+def _anchor_count(kb: KnowledgeBase | None, kind: str) -> int | None:
+    """How many anchors of ``kind`` the KB holds (``None`` for kinds not counted by anchors)."""
+    if kb is None:
+        return None
+    counted = {"entity": len(kb.entities), "event": len(kb.events), "topic": len(kb.topics)}
+    return counted.get(kind)
+
+
 class _Checks:
     """Compares files read with the digests saved with their generation; remembers mismatches."""
 
@@ -531,6 +671,11 @@ class _Checks:
                     path=str(path),
                 )
             )
+
+    def failure_of(self, *paths: Path) -> AnchorStoreError | None:
+        """The first recorded mismatch of one of ``paths``."""
+        wanted = {str(p) for p in paths}
+        return next((f for f in self.failures if f.path in wanted), None)
 
     def raise_first(self) -> None:
         if self.failures:

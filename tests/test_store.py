@@ -12,7 +12,7 @@ import pytest
 from gravity_core.anchor_vectors import AnchorVectors
 from gravity_core.build.merge import apply_update
 from gravity_core.embeddings import HashingEmbedder
-from gravity_core.errors import AnchorStoreError, ConfigurationError
+from gravity_core.errors import AnchorStoreError, ConfigurationError, StorageAccessError
 from gravity_core.schema import (
     AnchorKind,
     AnchorUpdate,
@@ -25,6 +25,7 @@ from gravity_core.schema import (
     Utterance,
 )
 from gravity_core.store import MANIFEST, AnchorStore
+from tests.reliability._os_fakes import disk_full
 
 EMBEDDER = HashingEmbedder(dim=64)
 
@@ -96,11 +97,8 @@ def test_crash_while_saving_keeps_previous_generation(
     vectors = AnchorVectors()
     vectors.refresh(newer, EMBEDDER)
 
-    def boom(*args: object, **kwargs: object) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(np, "save", boom)
-    with pytest.raises(OSError, match="disk full"):
+    disk_full(monkeypatch, store.directory, only=lambda path: path.endswith(".npy"))
+    with pytest.raises(StorageAccessError, match="No space left on device"):
         store.save(newer, vectors)
     monkeypatch.undo()
     assert store.load().kb == before

@@ -9,6 +9,7 @@ import typer
 
 from gravity_core.cli import build_cmd, eval_cmd, query_cmd, sgmem_cmd, show_cmd, stats_cmd
 from gravity_core.errors import GravityError
+from gravity_core.storage_errors import describe_os_error
 
 __all__ = ["main", "make_app"]
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), EXIT_FAILURE)
     except KeyboardInterrupt:
         _fail("interrupted; what was saved at the last checkpoint is kept", EXIT_FAILURE)
+    except OSError as exc:
+        # The stores tell their own (StorageAccessError); this is for any other file the OS refused.
+        _fail(describe_os_error(exc), EXIT_FAILURE)
     except Exception as exc:
         # Typer bundles its own copy of click, so usage errors are recognised by shape, not class.
         format_message = getattr(exc, "format_message", None)

@@ -16,6 +16,7 @@ from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.sgmem.config import ChunkGranularity, GraphConfig
 from gravity_core.sgmem.index import SGMem
 from gravity_core.sgmem.persist import MANIFEST
+from gravity_core.storage_errors import os_errors
 
 __all__ = ["build", "make_sgmem_app", "query"]
 
@@ -61,7 +62,8 @@ def build(
     utterances = load_conversation(input_path, sample=sample)
     memory_model = load_chat_model(model) if model else None
     cache = ResponseCache(output / "cache") if memory_model is not None else None
-    existing = (output / MANIFEST).exists()
+    with os_errors(output, kind="SGMem folder", action="read"):
+        existing = (output / MANIFEST).exists()
     if existing:
         memory = SGMem.load(
             output,

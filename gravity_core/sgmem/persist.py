@@ -15,7 +15,9 @@ A save writes a new generation folder under a temporary name, renames it, then r
 ``manifest.json`` (temp file + ``os.replace``): a reader sees the old index or the new one, and a
 crash mid-save leaves the previous generation in force. The previous generation is kept; older
 ones are deleted only if the store can prove it wrote them (:mod:`gravity_core.generation_dirs`).
-A save holds the folder's writer lock.
+A save holds the folder's writer lock. An OS error (a read-only folder, a full disk, a folder where a
+file should be, a name too long) is a :class:`~gravity_core.errors.StorageAccessError` naming the path
+and what to do, with the previous generation intact.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.errors import AnchorStoreError
+from gravity_core.files import write_npy
 from gravity_core.generation_dirs import (
     WRITER_LOCK,
     check_output_folder,
@@ -48,6 +51,7 @@ from gravity_core.sgmem.graph import SentenceGraph
 from gravity_core.sgmem.memories import Memory
 from gravity_core.sgmem.state import VECTOR_KINDS, SGMemState
 from gravity_core.sgmem.units import DialogueUnits
+from gravity_core.storage_errors import check_writable, os_errors
 from gravity_core.store import write_json_atomic
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "is_sgmem_dir", "load_state", "save_state"]
@@ -58,6 +62,7 @@ MANIFEST = "manifest.json"
 FORMAT = "gravity-sgmem"
 FORMAT_VERSION = 1
 _CACHE = "cache"
+_KIND = "SGMem folder"
 
 
 def is_sgmem_dir(directory: str | os.PathLike[str]) -> bool:
@@ -76,16 +81,26 @@ def save_state(directory: str | os.PathLike[str], state: SGMemState) -> int:
     Raises:
         AnchorStoreError: ``directory`` is a file, holds something that is not an SGMem index,
             holds generations but no manifest, or another writer holds its lock.
+        StorageAccessError: the OS refused a write (the previous generation stays current).
     """
     folder = Path(directory)
     manifest_path = folder / MANIFEST
-    if manifest_path.exists() and not is_sgmem_dir(folder):
-        raise AnchorStoreError("holds another kind of index (its manifest is not SGMem's)", path=str(folder))
-    if not manifest_path.exists():
-        hint = "SGMem.load cannot read them; move them away or save to a new folder"
-        check_output_folder(folder, FORMAT, {WRITER_LOCK, _CACHE}, hint)
-    with writer_lock(folder):
-        return _save_locked(folder, state)
+    with os_errors(folder, kind=_KIND):
+        if manifest_path.exists() and not manifest_path.is_file():
+            raise AnchorStoreError(
+                "is not a file (GRAVITY keeps the index's manifest there): move it away",
+                path=str(manifest_path),
+            )
+        if manifest_path.exists() and not is_sgmem_dir(folder):
+            raise AnchorStoreError(
+                "holds another kind of index (its manifest is not SGMem's)", path=str(folder)
+            )
+        if not manifest_path.exists():
+            hint = "SGMem.load cannot read them; move them away or save to a new folder"
+            check_output_folder(folder, FORMAT, {WRITER_LOCK, _CACHE}, hint)
+        with writer_lock(folder):
+            check_writable(folder, kind=_KIND)
+            return _save_locked(folder, state)
 
 
 def _save_locked(folder: Path, state: SGMemState) -> int:
@@ -140,10 +155,13 @@ def _write_generation(folder: Path, state: SGMemState) -> None:
     arrays["graph-neighbours"] = np.ascontiguousarray(state.sentence_graph.neighbours, dtype=np.int32)
     arrays["graph-weights"] = np.ascontiguousarray(state.sentence_graph.weights, dtype=np.float32)
     for name, array in arrays.items():
-        with open(folder / f"{name}.npy", "wb") as handle:
-            np.save(handle, array, allow_pickle=False)
-            handle.flush()
-            os.fsync(handle.fileno())
+        npy = folder / f"{name}.npy"
+        fd = os.open(npy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            write_npy(fd, array, npy)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def load_state(directory: str | os.PathLike[str]) -> SGMemState:
@@ -152,8 +170,14 @@ def load_state(directory: str | os.PathLike[str]) -> SGMemState:
     Raises:
         AnchorStoreError: no index, another format or version, or a missing, corrupt or
             inconsistent file (the message names it).
+        StorageAccessError: the OS refused to read the folder.
     """
     folder = Path(directory)
+    with os_errors(folder, kind=_KIND, action="read"):
+        return _load(folder)
+
+
+def _load(folder: Path) -> SGMemState:
     manifest_path = folder / MANIFEST
     manifest = _read_json(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

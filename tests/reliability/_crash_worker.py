@@ -16,11 +16,11 @@ log), and batch S4:4.. answers badly once (one re-ask). After ``add``, ``retry_f
 
 Environment:
     GRAVITY_KILL_AT        ``model:N`` (die when the model is asked its N-th request), ``io:N``
-                           (die at the N-th file operation: os.replace, os.fsync, np.save,
-                           json.dump, shutil.rmtree, os.unlink, os.mkdir) or ``OP:N``
-                           (die at the N-th call of that operation, e.g. ``np.save:3``); unset:
-                           no kill.
-    GRAVITY_KILL_TORN      ``1``: when the N-th operation writes a file (json.dump, np.save),
+                           (die at the N-th file operation: os.replace, os.fsync, os.write (every
+                           byte the store writes), json.dump (the response cache), shutil.rmtree,
+                           os.unlink, os.mkdir) or ``OP:N`` (die at the N-th call of that
+                           operation, e.g. ``os.write:3``); unset: no kill.
+    GRAVITY_KILL_TORN      ``1``: when the N-th operation writes a file (os.write, json.dump),
                            write half of it first (a torn write), then die.
     GRAVITY_CHECKPOINT     batches between checkpoints (default 1).
 
@@ -43,8 +43,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
@@ -103,7 +101,7 @@ class KillSwitch:
         ):
             passthrough(module, name)
 
-        real_dump, real_save = json.dump, np.save
+        real_dump, real_write = json.dump, os.write
 
         def dump(obj: Any, fp: Any, **kwargs: Any) -> None:
             def torn() -> None:
@@ -114,17 +112,16 @@ class KillSwitch:
             self.event("io", "json.dump", torn)
             real_dump(obj, fp, **kwargs)
 
-        def save(file: Any, arr: Any, **kwargs: Any) -> None:
+        def write(fd: int, data: Any) -> int:
             def torn() -> None:
-                data = np.asarray(arr).tobytes()
-                file.write(data[: len(data) // 2])
-                file.flush()
+                view = memoryview(data)
+                real_write(fd, view[: view.nbytes // 2])
 
-            self.event("io", "np.save", torn)
-            real_save(file, arr, **kwargs)
+            self.event("io", "os.write", torn)
+            return real_write(fd, data)
 
         json.dump = dump
-        np.save = save  # type: ignore[assignment]
+        os.write = write
 
 
 def fake_answer(switch: KillSwitch, phase: dict[str, str]) -> Callable[[Sequence[Message]], str]:

@@ -5,7 +5,9 @@ folder that is not a KB is refused, and a lost manifest never makes a build disc
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +19,7 @@ from gravity_core.extract.llm import LLMExtractor
 from gravity_core.generation_dirs import MARKER
 from gravity_core.schema import Utterance
 from gravity_core.sgmem import SGMem
-from gravity_core.store import MANIFEST, AnchorStore
+from gravity_core.store import MANIFEST, WRITER_LOCK, AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import conversation, good_answer
 
@@ -194,3 +196,45 @@ def test_rollback_takes_the_writer_lock(tmp_path: Path) -> None:
     with AnchorStore(kb).writer(), pytest.raises(AnchorStoreError, match="another build is writing"):
         AnchorStore(kb).rollback()
     assert AnchorStore(kb).current_generation() == 2
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL in the middle of a prune (not an Exception: nothing may catch it)."""
+
+
+def test_a_prune_killed_half_way_is_finished_by_the_next_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker goes last: a delete cut short leaves a folder still provably the store's.
+
+    The kill comes at the first removal after the marker's (or at the folder's own removal):
+    deleted in directory order, the marker could go first and leave the other files for good.
+    """
+    kb = tmp_path / "kb"
+    for sessions in (1, 2):
+        builder(kb).add(conversation(sessions=sessions))
+    real_unlink, real_rmdir = os.unlink, os.rmdir
+    marker_gone = {"yes": False}
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        if marker_gone["yes"]:
+            raise _Killed
+        real_unlink(path, *args, **kwargs)
+        marker_gone["yes"] = (
+            os.fspath(path).endswith(MARKER) or kwargs.get("dir_fd") is not None and path == MARKER
+        )
+
+    def rmdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if marker_gone["yes"]:
+            raise _Killed
+        real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(os, "rmdir", rmdir)
+    with pytest.raises(_Killed):
+        builder(kb).add(conversation(sessions=3))  # its save prunes g000001
+    monkeypatch.undo()
+    builder(kb).add(conversation(sessions=4))
+    assert sorted(p.name for p in kb.iterdir() if p.name not in (WRITER_LOCK, "cache")) == sorted(
+        [MANIFEST, "g000003", "g000004"]
+    )
