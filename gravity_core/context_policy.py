@@ -98,6 +98,9 @@ class ContextPolicy:
         rrf_c: the constant of the informative reciprocal-rank score.
         anchor_share: the anchors' share of a budget beyond ``host_reserve``.
         host_reserve: tokens of every budget kept for the host's memories.
+        min_anchor_tokens: a smaller share than this gives the anchors nothing: the instruction
+            and block tags leave it room for one or two items, worth less than the host's turns
+            they would displace.
     """
 
     lead: int = 25
@@ -106,15 +109,17 @@ class ContextPolicy:
     rrf_c: int = 60
     anchor_share: float = 0.25
     host_reserve: int = 400
+    min_anchor_tokens: int = 150
 
     def __post_init__(self) -> None:
         if self.lead < 0 or self.every < 0 or self.depth < 1 or self.rrf_c < 0:
             raise ConfigurationError(
                 f"ContextPolicy needs lead >= 0, every >= 0, depth >= 1, rrf_c >= 0; got {self}"
             )
-        if not 0.0 <= self.anchor_share < 1.0 or self.host_reserve < 0:
+        if not 0.0 <= self.anchor_share < 1.0 or self.host_reserve < 0 or self.min_anchor_tokens < 0:
             raise ConfigurationError(
-                f"ContextPolicy needs 0 <= anchor_share < 1 and host_reserve >= 0; got {self}"
+                "ContextPolicy needs 0 <= anchor_share < 1, host_reserve >= 0 and min_anchor_tokens >= 0;"
+                f" got {self}"
             )
 
     # -- merging ------------------------------------------------------------------------------
@@ -194,7 +199,8 @@ class ContextPolicy:
         """The anchors' part of ``total_budget`` tokens (the host's memories get the rest)."""
         if total_budget < 1:
             raise ConfigurationError(f"a token budget must be at least 1, got {total_budget}")
-        return max(0, int(self.anchor_share * (total_budget - self.host_reserve)))
+        share = int(self.anchor_share * (total_budget - self.host_reserve))
+        return share if share >= max(1, self.min_anchor_tokens) else 0
 
 
 class _Cursor:

@@ -402,19 +402,33 @@ def test_trimming_drops_the_lowest_score_first_across_kinds(kb: KnowledgeBase, c
     assert tokens == counter.count(text)
 
 
-def assert_trimmed_by_score_keeping_kinds(selected: list[ScoredAnchor], kept: list[ScoredAnchor]) -> None:
-    """Within each kind the best-scored survive; a kind is emptied only once every kind is down to one."""
+def assert_trimmed_by_score_then_filled(
+    kb: KnowledgeBase,
+    counter: TokenCounter,
+    selected: list[ScoredAnchor],
+    kept: list[ScoredAnchor],
+    budget: int,
+) -> None:
+    """What is kept fits, keeps selection order, and leaves no room for any anchor it dropped.
+
+    Within a kind, an anchor kept after a better-scored one was dropped is a refill: it must cost
+    fewer tokens than that better one (only a shorter anchor can take the room a longer one left).
+    """
+    assert kept == [a for a in selected if a in kept]
+    for anchor in selected:
+        if anchor in kept:
+            continue
+        with_it = [a for a in selected if a in kept or a == anchor]
+        assert format_blocks(kb, with_it, counter=counter, token_budget=None)[3] > budget
+    cost = {a: format_blocks(kb, [a], counter=counter, token_budget=None)[3] for a in selected}
     for kind in AnchorKind:
         of_kind = [a for a in selected if a.kind is kind]
-        kept_of_kind = [a for a in kept if a.kind is kind]
-        assert kept_of_kind == of_kind[: len(kept_of_kind)]
-    kinds_selected = {a.kind for a in selected}
-    kinds_kept = [a.kind for a in kept]
-    if set(kinds_kept) != kinds_selected:
-        assert len(kinds_kept) == len(set(kinds_kept))
+        for i, anchor in enumerate(of_kind):
+            if anchor in kept:
+                assert all(cost[anchor] < cost[better] for better in of_kind[:i] if better not in kept)
 
 
-def test_every_budget_keeps_the_best_scored_anchors_and_fits(
+def test_every_budget_keeps_the_best_scored_anchors_and_fills_the_room(
     kb: KnowledgeBase, counter: TokenCounter
 ) -> None:
     selected = everything(kb)
@@ -427,7 +441,7 @@ def test_every_budget_keeps_the_best_scored_anchors_and_fits(
         )
         assert tokens <= budget
         assert tokens == counter.count(text)
-        assert_trimmed_by_score_keeping_kinds(selected, kept)
+        assert_trimmed_by_score_then_filled(kb, counter, selected, kept, budget)
         seen_sizes.add(len(kept))
     assert 0 in seen_sizes and len(selected) in seen_sizes and len(seen_sizes) > 3
 
@@ -538,7 +552,7 @@ def test_token_count_is_exact_and_structure_holds_for_any_text(
     assert [len(items) for _, _, items in parse(text)] == [1, 3, 3]
     _, text, kept, tokens = format_blocks(kb, selected, counter=counter, token_budget=budget)
     assert tokens == counter.count(text) <= budget
-    assert_trimmed_by_score_keeping_kinds(selected, kept)
+    assert_trimmed_by_score_then_filled(kb, counter, selected, kept, budget)
 
 
 def summary(n: int, day: int, text: str = "") -> SummaryRecord:

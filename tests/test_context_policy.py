@@ -75,13 +75,19 @@ def test_duplicates_in_one_list_count_once() -> None:
 
 
 def test_the_anchor_share_grows_with_the_budget_and_small_budgets_stay_the_hosts() -> None:
-    policy = ContextPolicy(anchor_share=0.25, host_reserve=400)
+    policy = ContextPolicy(anchor_share=0.25, host_reserve=400, min_anchor_tokens=0)
     assert [policy.anchor_tokens(b) for b in (200, 400, 800, 1500, 3000)] == [0, 0, 100, 275, 650]
+
+
+def test_a_share_below_the_minimum_gives_the_anchors_nothing() -> None:
+    policy = ContextPolicy(anchor_share=0.25, host_reserve=400, min_anchor_tokens=150)
+    assert [policy.anchor_tokens(b) for b in (800, 999, 1000, 1500)] == [0, 0, 150, 275]
+    assert ContextPolicy().anchor_tokens(800) == 0  # the default: 800 tokens stay the host's
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"lead": -1}, {"every": -1}, {"depth": 0}, {"rrf_c": -1}, {"anchor_share": 1.0}, {"host_reserve": -5}],
+    [{"lead": -1}, {"every": -1}, {"depth": 0}, {"rrf_c": -1}, {"anchor_share": 1.0}, {"host_reserve": -5}, {"min_anchor_tokens": -1}],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError):

@@ -86,7 +86,7 @@ def test_llamaindex_query_engine(tmp_path: Path) -> None:
     for block in (march, biscuit):
         assert re.search(r"plain    turns \[", block)
         assert "GRAVITY  anchor node + turns [" in block
-        assert "prompt the LLM got starts: The retrieved memories are the primary source of truth" in block
+        assert "prompt the LLM got starts: Retrieved memories are the primary truth" in block
         plain = re.search(r"plain .*: (\d+)/(\d+) answer turns", block)
         ours = re.search(r"GRAVITY .*: (\d+)/\d+ answer turns, (\d+) more cited by the anchors", block)
         assert plain and ours

@@ -117,6 +117,18 @@ def test_every_speaker_is_a_person_with_their_own_utterances_as_sources() -> Non
     assert found["Bob"].sources == ["S1:2"]
 
 
+def test_a_word_before_an_addressed_speaker_is_not_part_of_a_name() -> None:
+    # The small pipeline reads "Yep John" and "Woah Joanna" as one PERSON when they open a sentence.
+    found = _run(
+        ("John", "I finally finished the mural."),
+        ("Joanna", "Yep John, that sounds amazing!"),
+        ("John", "Woah Joanna, thanks so much."),
+        ("Joanna", "John Smith, my old teacher, would love it."),
+    )
+    assert "Yep John" not in found and "Woah Joanna" not in found
+    assert "John Smith" in found  # a full name that is not a speaker's stays whole
+
+
 def test_an_empty_batch_or_empty_text_gives_only_what_is_there() -> None:
     assert extract_entities([], KnowledgeBase()) == []
     found = _run(("Ann", ""), ("Bob", "   "))

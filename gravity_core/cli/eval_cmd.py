@@ -67,6 +67,9 @@ AnchorShare = Annotated[
     float, typer.Option(help="GRAVITY's injection takes this share of each budget beyond --host-reserve.")
 ]
 HostReserve = Annotated[int, typer.Option(min=0, help="Tokens of every budget kept for the host's memories.")]
+MinAnchorTokens = Annotated[
+    int, typer.Option(min=0, help="A smaller anchor share than this gives the anchors nothing.")
+]
 ExpansionLead = Annotated[int, typer.Option(min=0, help="The question's own hits that always come first.")]
 ExpansionEvery = Annotated[
     int, typer.Option(min=0, help="After the lead, every Nth place may hold an expansion's hit (0: none).")
@@ -79,8 +82,10 @@ NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (t
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
-def _policy(share: float, reserve: int, lead: int, every: int, depth: int) -> ContextPolicy:
-    return ContextPolicy(lead=lead, every=every, depth=depth, anchor_share=share, host_reserve=reserve)
+def _policy(share: float, reserve: int, least: int, lead: int, every: int, depth: int) -> ContextPolicy:
+    return ContextPolicy(
+        lead=lead, every=every, depth=depth, anchor_share=share, host_reserve=reserve, min_anchor_tokens=least
+    )
 
 
 def _split(text: str) -> list[str]:
@@ -264,6 +269,7 @@ def locomo(
     llm_budgets: LLMBudgets = _LLM_BUDGETS,
     anchor_share: AnchorShare = _DEFAULTS.policy.anchor_share,
     host_reserve: HostReserve = _DEFAULTS.policy.host_reserve,
+    min_anchor_tokens: MinAnchorTokens = _DEFAULTS.policy.min_anchor_tokens,
     expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
     expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
     expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
@@ -288,7 +294,9 @@ def locomo(
         judge_model=judge_model,
         llm_settings=llm_settings,
         llm_budgets=llm_budgets,
-        policy=_policy(anchor_share, host_reserve, expansion_lead, expansion_every, expansion_depth),
+        policy=_policy(
+            anchor_share, host_reserve, min_anchor_tokens, expansion_lead, expansion_every, expansion_depth
+        ),
         concurrency=concurrency,
         no_plots=no_plots,
         quiet=quiet,
@@ -314,6 +322,7 @@ def longmemeval(
     llm_budgets: LLMBudgets = _LLM_BUDGETS,
     anchor_share: AnchorShare = _DEFAULTS.policy.anchor_share,
     host_reserve: HostReserve = _DEFAULTS.policy.host_reserve,
+    min_anchor_tokens: MinAnchorTokens = _DEFAULTS.policy.min_anchor_tokens,
     expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
     expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
     expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
@@ -338,7 +347,9 @@ def longmemeval(
         judge_model=judge_model,
         llm_settings=llm_settings,
         llm_budgets=llm_budgets,
-        policy=_policy(anchor_share, host_reserve, expansion_lead, expansion_every, expansion_depth),
+        policy=_policy(
+            anchor_share, host_reserve, min_anchor_tokens, expansion_lead, expansion_every, expansion_depth
+        ),
         concurrency=concurrency,
         no_plots=no_plots,
         quiet=quiet,

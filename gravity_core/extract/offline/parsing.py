@@ -34,10 +34,39 @@ def parse_batch(nlp: Any, batch: Sequence[Utterance]) -> list[ParsedTurn]:
     """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass."""
     texts = [normalize_quotes(u.text) for u in batch]
     docs = nlp.pipe(texts, batch_size=_BATCH)
+    speakers = {u.speaker.casefold() for u in batch}
     return [
-        ParsedTurn(u, doc, tuple(find_time_expressions(text, u.timestamp)))
+        ParsedTurn(u, _without_greeting_words(doc, speakers), tuple(find_time_expressions(text, u.timestamp)))
         for u, text, doc in zip(batch, texts, docs, strict=True)
     ]
+
+
+def _without_greeting_words(doc: Any, speakers: set[str]) -> Any:
+    """``doc`` with "Yep John", "Woah Joanna" at the start of a sentence cut to the speaker's name.
+
+    The small pipeline tags an interjection before a name as part of it when the two open a
+    sentence and a comma follows ("Yep John, ..."); when the last word is a speaker's name, the
+    span is that speaker addressed.
+    """
+    from spacy.tokens import Span  # the local extra; parse_batch only runs with it installed
+
+    changed = False
+    ents = []
+    for ent in doc.ents:
+        after = doc[ent.end] if ent.end < len(doc) else None
+        if (
+            ent.label_ == "PERSON"
+            and len(ent) > 1
+            and ent.start == ent.sent.start
+            and ent[-1].lower_ in speakers
+            and (after is None or after.is_punct)
+        ):
+            ent = Span(doc, ent.end - 1, ent.end, label="PERSON")
+            changed = True
+        ents.append(ent)
+    if changed:
+        doc.ents = ents
+    return doc
 
 
 def noun_phrases(turn: ParsedTurn) -> list[str]:
