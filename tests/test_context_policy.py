@@ -87,7 +87,15 @@ def test_a_share_below_the_minimum_gives_the_anchors_nothing() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"lead": -1}, {"every": -1}, {"depth": 0}, {"rrf_c": -1}, {"anchor_share": 1.0}, {"host_reserve": -5}, {"min_anchor_tokens": -1}],
+    [
+        {"lead": -1},
+        {"every": -1},
+        {"depth": 0},
+        {"rrf_c": -1},
+        {"anchor_share": 1.0},
+        {"host_reserve": -5},
+        {"min_anchor_tokens": -1},
+    ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError):

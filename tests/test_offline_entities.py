@@ -571,3 +571,11 @@ def test_a_single_quoted_group_name_is_an_organization() -> None:
 def test_apostrophes_inside_single_quoted_titles_are_possessives_only() -> None:
     assert [t.text for t in find_titles("I read 'Grandpa's Boat' twice.")] == ["Grandpa's Boat"]
     assert find_titles("It's Ann's and Tom's turn, isn't it") == []
+
+
+def test_attribute_values_keep_their_written_spacing_and_named_owners() -> None:
+    ann = _speaker_facts("I loved reading \"Charlotte's Web\" as a kid. I've been running farther to de-stress.")
+    values = {a.value for a in ann.attributes}
+    assert "reading Charlotte's Web" in values
+    assert "running to de-stress" in values or "running farther to de-stress" in values
+    assert not any(" - " in v or " 's" in v for v in values)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gravity_core.extract.offline.clauses import phrase
 from gravity_core.extract.offline.parsing import ParsedTurn
 from gravity_core.extract.offline.text import (
     NON_NAME_WORDS,
@@ -800,7 +801,7 @@ def _noun_value(noun: Any) -> str:
         or (t.dep_ == "compound" and t.head.dep_ == "compound")
     ]
     words.sort(key=lambda t: t.i)
-    return " ".join(t.text for t in words if t.i <= noun.i)
+    return phrase(t for t in words if t.i <= noun.i)
 
 
 def _occupation(noun: Any) -> str | None:
@@ -817,12 +818,16 @@ def _chunk_value(noun: Any) -> str:
         return name
     for chunk in noun.doc.noun_chunks:
         if chunk.root.i == noun.i:
+            # "my", "your" go; a named owner stays ("Charlotte's Web"), with its "'s".
             words = [
                 t
                 for t in chunk
-                if t.dep_ not in ("det", "poss", "predet") and t.lower_ not in _SKIP_MODIFIERS
+                if t.dep_ not in ("det", "predet")
+                and not (t.dep_ == "poss" and t.pos_ == "PRON")
+                and not (t.dep_ == "case" and t.head.pos_ == "PRON")
+                and t.lower_ not in _SKIP_MODIFIERS
             ]
-            return " ".join(t.text for t in words) or noun.text
+            return phrase(words) or noun.text
     return noun.text
 
 
@@ -842,8 +847,8 @@ def _verb_phrase(verb: Any) -> str | None:
         in ("advcl", "ccomp", "conj", "cc", "punct", "mark", "nsubj", "aux", "neg", "relcl", "advmod")
         for t in c.subtree
     }
-    words = [t.text for t in verb.subtree if t.i not in skip and t.i >= verb.i]
-    return " ".join(words[:_MAX_VALUE_WORDS]) or None
+    words = [t for t in verb.subtree if t.i not in skip and t.i >= verb.i]
+    return phrase(words[:_MAX_VALUE_WORDS]) or None
 
 
 def _liked(child: Any) -> str | None:

@@ -297,9 +297,18 @@ def _what(clause: Clause, turn: ParsedTurn) -> str:
 def _substantive(clause: Clause) -> bool:
     """Whether the clause names something: a noun, a number or a place, not only "got one"."""
     return any(
-        t.pos_ in ("NOUN", "PROPN", "NUM") and t.i != clause.verb.i and t.lower_ not in ("one", "ones")
+        t.pos_ in ("NOUN", "PROPN", "NUM")
+        and t.i != clause.verb.i
+        and t.lower_ not in ("one", "ones")
+        and t.ent_type_ != "DATE"  # "yesterday" says when, not what
         for t in clause.tokens
     ) or any(t.dep_ == "prt" for t in clause.verb.children)
+
+
+def _only_pronouns(clause: Clause) -> bool:
+    """Whether what the verb acts on is only a pronoun: "we just did it yesterday" says when, not what."""
+    objects = [c for c in clause.verb.children if c.dep_ in ("dobj", "attr", "pobj", "prep")]
+    return bool(objects) and all(t.pos_ in ("PRON", "ADP", "DET") for c in objects for t in c.subtree)
 
 
 def _where(clause: Clause, places: set[str]) -> str | None:
@@ -312,11 +321,11 @@ def _where(clause: Clause, places: set[str]) -> str | None:
             continue
         for obj in objects:
             if obj.pos_ == "NOUN" and obj.lemma_.casefold() in _PLACE_NOUNS:
-                return " ".join(t.text for t in obj.subtree if t.i <= obj.i)
+                return phrase(t for t in obj.subtree if t.i <= obj.i)
             ent = _entity_of(obj)
             if ent is not None and (ent.label_ in _PLACE_LABELS or ent.text.casefold() in places):
                 return re.sub(r"^the\s+", "", ent.text, flags=re.IGNORECASE)
-            chunk = " ".join(t.text for t in obj.subtree if t.dep_ in ("compound",) or t.i == obj.i)
+            chunk = phrase(t for t in obj.subtree if t.dep_ in ("compound",) or t.i == obj.i)
             if chunk.casefold() in places:
                 return chunk
     return None
@@ -424,7 +433,9 @@ def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict
         if who is None:
             continue
         what = _what(clause, turn)
-        if len(what.split()) < 2 or not (_substantive(clause) or time is not None):
+        if len(what.split()) < 2 or not (
+            _substantive(clause) or time is not None and not _only_pronouns(clause)
+        ):
             continue
         drafts.append(
             _Draft(
