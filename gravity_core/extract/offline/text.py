@@ -1,33 +1,28 @@
-"""Small text helpers shared by the offline extractors.
+"""Small text helpers and word lists shared by the offline extractors and the query lexicon.
 
-Sentence splitting (``nupunkt``), word tokens with offsets, stop words, curated lexicons and
-proper-name detection for conversational English. Everything here is a pure function of its
-arguments: the lexicons are constant frozensets.
+Sentence splitting (``nupunkt``), word tokens with offsets, content words, quote normalization and
+the words seen in lower case in a batch; stop words and curated lexicons: words that are never
+names, common words, place names and the words that mark a place or an organization. Names
+themselves come from the spaCy parse (:mod:`gravity_core.extract.offline.entities`). Everything
+here is a pure function of its arguments: the lexicons are constant frozensets.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Iterable
 from typing import NamedTuple
 
 __all__ = [
     "COMMON_WORDS",
-    "FIRST_NAMES",
-    "NAME_PREFIXES",
     "NON_NAME_WORDS",
+    "ORGANIZATION_WORDS",
     "PLACE_NAMES",
     "PLACE_WORDS",
-    "ORGANIZATION_WORDS",
     "STOP_WORDS",
-    "NameMention",
     "Sentence",
     "Token",
-    "clip_value",
     "content_words",
-    "find_names",
-    "find_titles",
-    "is_capitalized",
     "lowercase_vocabulary",
     "normalize_quotes",
     "split_sentences",
@@ -57,40 +52,10 @@ class Token(NamedTuple):
     end: int
 
 
-class NameMention(NamedTuple):
-    """A proper name found in a sentence.
-
-    ``start``/``end`` index the sentence text; ``possessive`` tells the name was written with
-    ``'s``; ``quoted`` marks a title written in quotes.
-    """
-
-    text: str
-    start: int
-    end: int
-    possessive: bool = False
-    quoted: bool = False
-
-
 # Same-length replacement, so offsets computed on the normalized text hold for the original.
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
 
 _TOKEN_RE = re.compile(r"(?:[A-Z]\.){2,}|[A-Za-z0-9]+(?:['\-][A-Za-z0-9]+)*'?")
-
-_CLAUSE_CUT_RE = re.compile(
-    r"\s+(?:-|--|\u2013|\u2014)\s+|[;:!?()\[\]\u2013\u2014]|\.(?:\s|$)|\s\.\.\.|\s*\n"
-    # A comma ends the value only where a new clause or an aside starts: lists ("salads, sandwiches,
-    # and desserts") stay whole.
-    r"|,\s*(?:(?:and|but|so|or)\s+)?(?:i|i'm|i've|i'd|i'll|you|you're|he|she|it|it's|we|we're|they|they're|this"
-    r"|that|which|who|because|though|although|especially|plus|as|if|when|while|since|then|there|what|how"
-    r"|just|really|too|haha|lol|though|so|but|like|etc|maybe|right|yeah|thanks|'?cause|cuz"
-    r"|my\s+\w+\s+(?:is|was|and)|the\s+\w+\s+(?:is|are|was|were))\b"
-    r"|,\s*[A-Z][a-z]+\s*(?:[!.?]|$)|,\s*$"
-    r"|\s(?:because|since|so that|so|but|although|though|while|whereas|which|who|when|where|whenever"
-    r"|cause|cuz|and\s+(?:it|that|they|we|i|this|there|he|she)(?:'[a-z]+)?|as well as|as it|as they"
-    r"|if|unless|until|till|before|after|especially|plus)\s",
-    re.IGNORECASE,
-)
-_EDGE_STRIP = " \t\n\"'.,;:!?-()[]*~"
 
 
 def normalize_quotes(text: str) -> str:
@@ -164,11 +129,6 @@ def content_words(text: str) -> list[str]:
     return out
 
 
-def is_capitalized(word: str) -> bool:
-    """Whether ``word`` starts with an upper-case letter (``iPhone``-style names excluded)."""
-    return bool(word) and word[0].isupper()
-
-
 def lowercase_vocabulary(texts: Iterable[str]) -> frozenset[str]:
     """Words written in lower case somewhere in ``texts``: evidence they are common words."""
     vocab: set[str] = set()
@@ -179,265 +139,6 @@ def lowercase_vocabulary(texts: Iterable[str]) -> frozenset[str]:
                 vocab.add(word.rstrip("'"))
     return frozenset(vocab)
 
-
-def clip_value(text: str, max_words: int = 8) -> str:
-    """A short clean value: cut at the first clause boundary, trimmed and at most ``max_words``.
-
-    ``"painting because it relaxes me"`` becomes ``"painting"``.
-    """
-    text = normalize_quotes(text)
-    match = _CLAUSE_CUT_RE.search(text)
-    if match is not None:
-        text = text[: match.start()]
-    words = text.split()
-    if len(words) > max_words:
-        words = words[:max_words]
-    while words and words[-1].lower().strip(_EDGE_STRIP) in _DANGLING:
-        words.pop()
-    return " ".join(words).strip(_EDGE_STRIP)
-
-
-def _base(word: str) -> tuple[str, bool]:
-    """The word without a possessive ending, and whether it had one."""
-    if word.endswith("'s") and len(word) > 2:
-        return word[:-2], True
-    if word.endswith("s'") and len(word) > 2:
-        return word[:-1], True
-    return word.rstrip("'"), False
-
-
-def _clause_start(sentence: str, index: int) -> bool:
-    """Whether the character at ``index`` begins a sentence or clause (so may be capitalized anyway)."""
-    j = index - 1
-    while j >= 0 and sentence[j] in " \t*~":
-        j -= 1
-    if j < 0:
-        return True
-    prev = sentence[j]
-    if prev == ".":
-        # "Dr. Smith", "J.K. Rowling": an abbreviation's period does not end the sentence.
-        k = j
-        while k > 0 and (sentence[k - 1].isalpha() or sentence[k - 1] == "."):
-            k -= 1
-        before = sentence[k:j].lower()
-        return not (before in _TITLES or re.fullmatch(r"(?:[a-z]\.)*[a-z]", before) is not None)
-    if prev in ':;"([\u2013\u2014!?':
-        return True
-    return prev == "-" and index - j > 1  # a spaced dash, not a hyphen
-
-
-def _is_name_word(word: str, lexical: bool) -> bool:
-    """A capitalized word that may be (part of) a name; ``lexical`` also rejects common words."""
-    if not is_capitalized(word):
-        return False
-    low = word.lower()
-    if low in _NEVER_NAMES:
-        return False
-    if word.isupper() and len(word) > 1 and low in COMMON_WORDS:
-        return False  # shouting: "SO EXCITED"
-    if word == "I" or low.startswith("i'"):
-        return False
-    return not (lexical and low in COMMON_WORDS)
-
-
-def _initial_ok(word: str, next_word: str | None, known: Container[str], common: Container[str]) -> bool:
-    """Whether a capitalized word at the start of a clause is a name and not just capitalized."""
-    low = word.lower()
-    if low in _NEVER_NAMES:
-        return False
-    if low in known or low in FIRST_NAMES or low in PLACE_NAMES:
-        return True
-    if low in COMMON_WORDS or low in common or word in common:
-        return False
-    if len(low) > 4 and low.endswith(_COMMON_SUFFIXES):
-        return False
-    if len(low) > 3 and low.endswith("s") and not low.endswith(("ss", "us", "is")):
-        return False  # a plural common noun: "Pets are...", "Tons has..."
-    return next_word is not None and next_word.lower() in _NAME_FOLLOWERS
-
-
-def _starts_name(
-    word: str,
-    possessive: bool,
-    nxt: str | None,
-    initial: bool,
-    after_comma: bool,
-    known: Container[str],
-    common: Container[str],
-) -> bool:
-    """Whether ``word`` (possessive ending removed) can begin a name where it stands."""
-    low = word.lower()
-    if not _is_name_word(word, lexical=initial or after_comma):
-        # A known name is still a name when the sentence opens with it.
-        return initial and is_capitalized(word) and low in known and low not in _NEVER_NAMES
-    if not initial or _initial_ok(word, None if possessive else nxt, known, common):
-        return True
-    # "Oliver's hilarious!": a possessive that is not a common word.
-    return (
-        possessive
-        and low not in COMMON_WORDS
-        and low not in common
-        and not (len(low) > 4 and low.endswith(_COMMON_SUFFIXES))
-    )
-
-
-def find_names(
-    sentence: str,
-    known: Container[str] = frozenset(),
-    common: Container[str] = frozenset(),
-) -> list[NameMention]:
-    """Proper names in one sentence: capitalized words and multi-word sequences.
-
-    A word at the start of the sentence (or of a clause after ``:``, a dash or a quote) counts
-    only when it is a known name (``known`` holds case-folded names), a common first name or
-    place, or is followed by a verb or possessive pattern and is not a common word (``common``
-    holds words seen in lower case elsewhere). Stop words, pronouns, weekdays, months,
-    interjections and a curated stoplist never count.
-
-    Args:
-        sentence: One sentence (quotes normalized or not).
-        known: Case-folded names already known (entities of the KB, speakers).
-        common: Words seen in lower case in the batch: evidence of a common word.
-
-    Returns:
-        Name mentions in order; sequences like ``"Lake Tahoe"`` come as one mention.
-    """
-    text = normalize_quotes(sentence)
-    tokens = tokenize(text)
-    names: list[NameMention] = []
-    i = 0
-    n = len(tokens)
-    while i < n:
-        tok = tokens[i]
-        word, possessive = _base(tok.text)
-        initial = _clause_start(text, tok.start)
-        nxt = tokens[i + 1].text if i + 1 < n else None
-        prefix = (
-            is_capitalized(word)
-            and (word.lower() in NAME_PREFIXES or _INITIALS_RE.fullmatch(word) is not None)
-            and not possessive
-            and nxt is not None
-            and text[tok.end : tokens[i + 1].start] in (" ", ". ")
-            and _is_name_word(_base(nxt)[0], lexical=False)
-        )
-        after_comma = not initial and text[: tok.start].rstrip().endswith(",")
-        if not prefix and not _starts_name(word, possessive, nxt, initial, after_comma, known, common):
-            i += 1
-            continue
-        # Extend: "Harry Potter", "Lord of the Rings", "J.K. Rowling".
-        j = i
-        end_possessive = possessive
-        while not end_possessive and j + 1 < n:
-            gap = text[tokens[j].end : tokens[j + 1].start]
-            if gap not in (" ", "", ". ") or _clause_start(text, tokens[j + 1].start):
-                break
-            cand, cand_pos = _base(tokens[j + 1].text)
-            if _is_name_word(cand, lexical=False):
-                j += 1
-                end_possessive = cand_pos
-                continue
-            # Up to two lower-case connectors inside a name: "Lord of the Rings".
-            k = j + 1
-            while k < n and k - j <= 2 and tokens[k].text.lower() in _CONNECTORS:
-                if text[tokens[k - 1].end : tokens[k].start] != " ":
-                    break
-                k += 1
-            if (
-                k > j + 1
-                and k < n
-                and text[tokens[k - 1].end : tokens[k].start] == " "
-                and _is_name_word(_base(tokens[k].text)[0], lexical=False)
-            ):
-                j = k
-                end_possessive = _base(tokens[j].text)[1]
-                continue
-            break
-        start = tok.start
-        end = tokens[j].end
-        value = text[start:end]
-        if end_possessive:
-            value = _base(value)[0]
-        value = value.rstrip("'")  # a closing single quote: "'Blue Hour' is..."
-        end = start + len(value)
-        # A leading title ("Dr. Smith") is part of the name; a lone title is not a name, nor is a
-        # single letter ("R&R", "plan B").
-        if (value.lower().rstrip(".") in _TITLES and j == i) or len(value.rstrip(".")) < 2:
-            i = j + 1
-            continue
-        names.append(NameMention(value, start, end, possessive=end_possessive))
-        i = j + 1
-    return names
-
-
-_TITLE_RE = re.compile(r'"([^"\n]{2,80})"')
-# 'Blue Hour': single quotes around a title; an apostrophe inside is only a possessive ("Mom's").
-_SINGLE_TITLE_RE = re.compile(r"(?<![\w'])'([A-Z](?:[^'\n]|'(?=s\b)){1,79}?)'(?![\w'])")
-_TITLE_CUES = re.compile(
-    r"\b(?:book|books|novel|movie|movies|film|song|songs|album|show|series|play|poem|story|game|"
-    r"called|titled|named|read|reading|watched|watching|saw|seen|listened|listening|playing|played|"
-    r"favorite|favourite|fave)\b[^.!?]{0,25}$",
-    re.IGNORECASE,
-)
-
-
-def find_titles(sentence: str) -> list[NameMention]:
-    """Titles written in quotes (books, movies, songs): short, title-cased or after a cue word.
-
-    Double or single quotes; a quoted full sentence (a quotation, a motto) is not a title.
-    """
-    text = normalize_quotes(sentence)
-    out: list[NameMention] = []
-    matches = sorted([*_TITLE_RE.finditer(text), *_SINGLE_TITLE_RE.finditer(text)], key=lambda m: m.start())
-    for match in matches:
-        if out and match.start() < out[-1].end:
-            continue  # single quotes inside a double-quoted title
-        inner = match.group(1).strip()
-        words = inner.split()
-        if not words or len(words) > 8 or not is_capitalized(words[0]):
-            continue
-        if inner[-1] in ".!?" and len(words) > 2:
-            continue
-        titled = all(is_capitalized(w) or w.lower() in STOP_WORDS for w in words)
-        cue = _TITLE_CUES.search(text[: match.start()]) is not None
-        by_author = re.match(r"\s*by\s+[A-Z]", text[match.end() :]) is not None
-        if (titled and len(words) <= 6) or cue or by_author:
-            title = inner.rstrip(",;:.!?")
-            out.append(NameMention(title, match.start(1), match.start(1) + len(title), quoted=True))
-    return out
-
-
-_INITIALS_RE = re.compile(r"(?:[A-Z]\.){1,3}")
-
-_DANGLING = word_set(
-    """
-a an the and or but to of in on at for with from by my your our their his her its this that these those
-some any very really so just about as into like than
-"""
-)
-
-_COMMON_SUFFIXES = ("ing", "ness", "tion", "sion", "ment", "ly", "ful", "less", "ity", "ship", "ed")
-
-_CONNECTORS = frozenset({"of", "the", "de", "del", "la", "van", "von", "da", "du", "y"})
-
-_TITLES = frozenset({"dr", "mr", "mrs", "ms", "prof", "st", "mt", "sir", "dame", "aunt", "uncle", "coach"})
-
-NAME_PREFIXES = word_set(
-    """
-lake mount mt saint st new san santa los las fort port north south east west central grand great golden
-cape upper lower little big old royal united el le la dr mr mrs ms prof uncle aunt coach sir lady lord
-king queen prince princess captain hotel club camp university college
-"""
-)
-
-# Words after a sentence-initial word that make it likely to be a name ("Barcelona is...").
-_NAME_FOLLOWERS = word_set(
-    """
-is was has had and said says told loves loved likes liked wants wanted went got came made will would can
-could just always never also really still gave took asked started helped won lost passed died moved
-lives lived works worked plays played called texted sent thinks thought knows knew seems seemed looks
-looked
-"""
-)
 
 STOP_WORDS = word_set(
     """
@@ -481,7 +182,6 @@ british european asian african canadian mexican irish scottish indian tv dvd pc 
 """
 )
 
-_NEVER_NAMES = NON_NAME_WORDS | STOP_WORDS
 
 COMMON_WORDS = word_set(
     """
@@ -560,34 +260,5 @@ ORGANIZATION_WORDS = word_set(
 inc corp corporation company co ltd llc group foundation university college school academy institute
 hospital clinic bank club association society agency studio studios labs lab center centre council
 department team league network shelter church federation union charity org records press media
-"""
-)
-
-FIRST_NAMES = word_set(
-    """
-aaron abby abigail adam adrian aiden alan albert alex alexa alexander alexandra alexis alice alicia
-allison amanda amber amelia amy andrea andrew andy angela anna anne annie anthony antonio april ariana
-arthur ashley audrey austin ava bailey barbara ben benjamin beth betty bill billy blake bob bobby brad
-bradley brandon brenda brian brittany brooke bruce bryan caleb cameron carl carla carlos carmen carol
-caroline carolyn carter casey catherine charles charlie charlotte chelsea chloe chris christian
-christina christine christopher cindy claire clara cody colin connor craig crystal cynthia daisy dale
-dan daniel danielle danny david dean debbie deborah dennis derek diana diane dominic donald donna doris
-dorothy dylan ed eddie edward elaine eleanor elena eli elijah elizabeth ella ellen ellie emily emma eric
-erica erin ethan eva evan evelyn faith felix fiona frank gabriel gabriella gary gavin george gerald gina
-glen glenn grace greg gregory hailey hannah harold harper harry hayden heather helen henry holly hunter
-ian isaac isabel isabella isabelle jack jackson jacob jade jake james jamie jane janet janice jason
-jasmine jay jean jeff jeffrey jenna jennifer jenny jeremy jerry jesse jessica jill jim jimmy jo joan
-joanna joe joel john johnny jon jonathan jordan jose joseph josh joshua joy joyce juan judith judy julia
-julian julie justin karen kate katelyn katherine kathleen kathryn kathy katie kayla keith kelly ken
-kenneth kevin kim kimberly kyle laura lauren leah lee leo leon liam lily linda lisa logan lola lori
-louis lucas lucy luis luke luna lydia maddie madison maggie marco margaret maria marie marilyn mark
-martha martin mary mason matt matthew max maya megan mel melanie melissa mia michael michelle mike mila
-milo molly morgan nancy naomi natalie nate nathan nathaniel neil nicholas nick nicole noah nora olivia
-oliver oscar owen paige pam pamela patricia patrick paul paula peter phil philip phoebe rachel ralph
-randy raymond rebecca riley rita rob robert robin roger ron ronald rose ruby russell ruth ryan sally sam
-samantha samuel sandra sara sarah scott sean sebastian seth shannon sharon shawn sheila sophia sophie
-stacy stella stephanie stephen steve steven sue susan sydney tanya taylor teresa terry theo theresa
-thomas tim timothy tina todd tom tommy tony tracy travis trevor tyler valerie vanessa victor victoria
-vincent violet walter wayne wendy william willow wyatt zach zachary zoe zoey
 """
 )
