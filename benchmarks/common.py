@@ -76,6 +76,7 @@ class BenchSettings:
         incremental_repeats: alternated repetitions of add-one-session and rebuild.
         memory_anchors: size of the KB whose peak memory is measured.
         memory_queries: queries run in the memory benchmark's query-path measurement.
+        long_build_sizes: utterances of the synthetic conversations of the long-build benchmark.
         noise: std of the perturbation added to replicated vectors (per unit vector).
         seed: seed of the synthetic growth.
         profile: profile a side that misses its target.
@@ -94,6 +95,7 @@ class BenchSettings:
     incremental_repeats: int = 3
     memory_anchors: int = 100_000
     memory_queries: int = 100
+    long_build_sizes: tuple[int, ...] = (2_000, 8_000, 32_000)
     noise: float = 0.3
     seed: int = 0
     profile: bool = True
@@ -114,6 +116,7 @@ class BenchSettings:
             incremental_repeats=1,
             memory_anchors=200,
             memory_queries=3,
+            long_build_sizes=(60, 240),
         )
 
 

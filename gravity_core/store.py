@@ -7,15 +7,19 @@ Layout of a KB folder::
         utterances.json  entities.json  events.json  topics.json  summaries.json  build.json
         vectors.json             ids and text digests of each kind's rows
         vectors-entity.npy  vectors-event.npy  vectors-topic.npy  vectors-summary.npy
+    journal.jsonl            checkpoints of a build since the current generation (gravity_core.journal)
     cache/                   model response cache (LLM extractors)
 
 A save writes a new generation folder next to the current one (in a hidden staging folder,
 renamed into place once complete, with ``checksums.json`` listing a digest of every file), then
 replaces ``manifest.json`` atomically (temp file + ``os.replace``, folders fsynced). A reader
 therefore sees the old KB or the new one, never a mix, and a crash mid-save leaves the previous
-generation in force. The previous generation is kept: readers that read its manifest can finish
-(a reader whose generation is pruned under it reads the new manifest and starts again), and a
-damaged current generation can be rolled back to it (:meth:`AnchorStore.rollback`).
+generation in force. A build's checkpoints between generations append what changed to the
+journal (:meth:`AnchorStore.checkpoint`), which a resumed build replays (:meth:`AnchorStore.resume`)
+and the next save removes; readers see whole generations only. The previous generation is kept:
+readers that read its manifest can finish (a reader whose generation is pruned under it reads the
+new manifest and starts again), and a damaged current generation can be rolled back to it
+(:meth:`AnchorStore.rollback`).
 
 The store deletes only generation folders it can prove it wrote (exact name and marker file, see
 :mod:`gravity_core.generation_dirs`), and only after a manifest naming them is written. It refuses
@@ -65,10 +69,11 @@ from gravity_core.generation_dirs import (
     stage_generation,
     writer_lock,
 )
+from gravity_core.journal import JOURNAL, Journal, append_record, read_journal
 from gravity_core.schema import SCHEMA_VERSION, KnowledgeBase
 from gravity_core.storage_errors import check_writable, os_errors
 
-__all__ = ["MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "write_json_atomic"]
+__all__ = ["JOURNAL", "MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "write_json_atomic"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +103,10 @@ def _digest_file(path: Path) -> str:
 
 class _SchemaMismatch(AnchorStoreError):
     """A manifest of another schema version: not damage, so no rollback is suggested."""
+
+
+class _JournalMismatch(AnchorStoreError):
+    """The journal's records do not give a valid KB over their generation (they are then dropped)."""
 
 
 def _manifest_problem(manifest: Any) -> str | None:
@@ -175,11 +184,17 @@ def _os_errors(
 
 @dataclass
 class LoadedKB:
-    """A KB read from disk with its anchor vectors."""
+    """A KB read from disk with its anchor vectors.
+
+    From :meth:`AnchorStore.resume`, ``generation`` may be ``None`` (journaled checkpoints of a
+    first build, no generation yet) and ``journal_end`` is where the journal's last whole record
+    ends (the next checkpoint appends there).
+    """
 
     kb: KnowledgeBase
     vectors: AnchorVectors
-    generation: int
+    generation: int | None
+    journal_end: int = 0
 
 
 class AnchorStore:
@@ -251,7 +266,7 @@ class AnchorStore:
     def _check_output(self) -> None:
         manifest = self.directory / MANIFEST
         if not manifest.exists():
-            check_output_folder(self.directory, FORMAT, {WRITER_LOCK, CACHE}, self._rollback_hint())
+            check_output_folder(self.directory, FORMAT, {WRITER_LOCK, CACHE, JOURNAL}, self._rollback_hint())
         elif not manifest.is_file():
             raise AnchorStoreError(
                 "is not a file (GRAVITY keeps the KB's manifest there): move it away", path=str(manifest)
@@ -319,6 +334,10 @@ class AnchorStore:
         fsync_dir(self.directory)
         on_disk = self._generations()
         self._write_manifest(generation, kb, vectors.embedder, on_disk)
+        journal = self.directory / JOURNAL
+        if journal.exists():  # it followed the previous generation; this one holds all of it
+            journal.unlink()
+            fsync_dir(self.directory)
         remove_generations(self.directory, FORMAT, set(on_disk) - {generation, previous})
         logger.info("saved KB generation %d to %s", generation, self.directory)
         return generation
@@ -342,11 +361,21 @@ class AnchorStore:
         """
         if generation is not None:
             return self._load_generation(generation, vector_kinds=vector_kinds)
+        return self._load_current(vector_kinds, with_journal=False)
+
+    def _load_current(self, vector_kinds: Collection[str] | None, *, with_journal: bool) -> LoadedKB:
         for _ in range(_LOAD_TRIES):
             manifest = self._read_manifest()
             current: int = manifest["generation"]
             try:
-                return self._load_generation(current, manifest.get("checksums"), vector_kinds)
+                if not with_journal:
+                    return self._load_generation(current, manifest.get("checksums"), vector_kinds)
+                journal = read_journal(self.directory / JOURNAL, current)
+                try:
+                    return self._load_generation(current, manifest.get("checksums"), vector_kinds, journal)
+                except _JournalMismatch as exc:
+                    logger.warning("%s; building on generation %d alone", exc, current)
+                    return self._load_generation(current, manifest.get("checksums"), vector_kinds)
             except AnchorStoreError as exc:
                 if self._peek_generation() not in (None, current):
                     logger.debug("KB generation %d replaced while reading it, reading again", current)
@@ -358,6 +387,78 @@ class AnchorStore:
         raise AnchorStoreError(
             f"the KB was rewritten {_LOAD_TRIES} times while being read", path=str(self.directory)
         )
+
+    @_os_errors("read")
+    def resume(self) -> LoadedKB | None:
+        """What a build continues from: the current generation with the journal's checkpoints replayed.
+
+        ``None`` when the folder holds neither a KB nor a journal. The vectors are the
+        generation's: the build embeds again what the journal changed.
+
+        Raises:
+            AnchorStoreError: see :meth:`load`.
+        """
+        if self.exists():
+            return self._load_current(None, with_journal=True)
+        journal = read_journal(self.directory / JOURNAL, None)
+        if not journal.records:
+            return None
+        data = KnowledgeBase().to_dict()
+        journal.apply(data)
+        try:
+            kb = KnowledgeBase.from_dict(data)
+        except ValidationError as exc:
+            logger.warning(
+                "%s: the journal does not give a valid KB (%s); starting afresh", self.directory, exc
+            )
+            return None
+        embedder, dim = journal.embedder or ("", 0)
+        return LoadedKB(kb, AnchorVectors(embedder=embedder, dim=dim), None, journal.end)
+
+    @_os_errors("read")
+    def state(self) -> tuple[int | None, int]:
+        """The current generation and the journal's size: what changes when another build writes."""
+        try:
+            size = (self.directory / JOURNAL).stat().st_size
+        except FileNotFoundError:
+            size = 0
+        return self.current_generation(), size
+
+    @_os_errors("write")
+    def checkpoint(self, line: bytes, *, base: int | None, at: int) -> int:
+        """Append a journal line (from :class:`~gravity_core.journal.JournalEncoder`) after byte ``at``.
+
+        ``base`` is the generation the record follows (the current one). Holds the writer lock.
+
+        Returns:
+            Where the journal ends now.
+
+        Raises:
+            AnchorStoreError: another build holds the lock, or saved a generation since ``base``.
+            StorageAccessError: the OS refused the write (the journal's earlier records stand).
+        """
+        with self.writer():
+            if self.current_generation() != base:
+                raise AnchorStoreError(
+                    f"another build saved generation {self.current_generation()} since this one read "
+                    f"{base}; read the KB again",
+                    path=str(self.directory),
+                )
+            return append_record(self.directory / JOURNAL, line, at)
+
+    @_os_errors("read")
+    def journal_outgrows_generation(self, journal_end: int) -> bool:
+        """Whether a journal of ``journal_end`` bytes holds at least as much as the current generation.
+
+        A build then saves a full generation instead of appending: the generations it writes at
+        least double in size, so its full saves together cost about twice the last one.
+        """
+        generation = self.current_generation()
+        if generation is None:
+            return True
+        folder = generation_folder(self.directory, generation)
+        size = sum((folder / f"{part}.json").stat().st_size for part in _PARTS)
+        return journal_end >= size
 
     @_os_errors("read")
     def generations(self) -> list[int]:
@@ -463,8 +564,12 @@ class AnchorStore:
         generation: int,
         checksums_digest: str | None = None,
         vector_kinds: Collection[str] | None = None,
+        journal: Journal | None = None,
     ) -> LoadedKB:
-        """Read one generation folder; ``checksums_digest`` (from the manifest) vouches for its checksums."""
+        """Read one generation folder; ``checksums_digest`` (from the manifest) vouches for its checksums.
+
+        ``journal``: checkpoints to replay over it (:meth:`resume`).
+        """
         folder = generation_folder(self.directory, generation)
         if not folder.is_dir():
             raise AnchorStoreError("generation folder missing", path=str(folder))
@@ -474,15 +579,22 @@ class AnchorStore:
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
         for part in _PARTS:
             data[part] = self._read_json(folder / f"{part}.json", check)
+        replayed = journal is not None and journal.apply(data) > 0
         try:
             kb = KnowledgeBase.from_dict(data)
         except ValidationError as exc:
+            if replayed:
+                raise _JournalMismatch(
+                    f"the checkpoints of {JOURNAL} do not give a valid KB: {_first_error(exc)}",
+                    path=str(self.directory / JOURNAL),
+                ) from exc
             part = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
             where = folder / f"{part}.json" if part in _PARTS else folder
             raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(where)) from exc
-        vectors = self._read_vectors(folder, check, vector_kinds, kb)
+        vectors = self._read_vectors(folder, check, vector_kinds, None if replayed else kb)
         check.raise_first()
-        return LoadedKB(kb=kb, vectors=vectors, generation=generation)
+        end = journal.end if journal is not None and replayed else 0
+        return LoadedKB(kb=kb, vectors=vectors, generation=generation, journal_end=end)
 
     def _read_checksums(self, folder: Path, digest: str | None) -> dict[str, str] | None:
         path = folder / CHECKSUMS

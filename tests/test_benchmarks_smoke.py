@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import build_cost, build_speed, fanout, memory, query_overhead
+from benchmarks import build_cost, build_speed, fanout, long_build, memory, query_overhead
 from benchmarks.__main__ import run_all
 from benchmarks.common import (
     BenchSettings,
@@ -97,6 +97,25 @@ def test_memory_measures_each_mode_in_a_subprocess(workspace: Workspace) -> None
     assert result.figures["load"]["maxrss_mb"] > 0
     assert result.figures["query"]["query_peak_mb"] >= 0
     assert "load_s" in result.figures["load"] and "load_s" not in result.figures["baseline"]
+
+
+def test_long_build_reports_time_per_utterance_at_each_size(workspace: Workspace) -> None:
+    result = long_build.run(workspace.settings, workspace)
+    _check(result, sides={"60", "240"})
+    assert result.figures["sizes"] == [60, 240]
+    for size in ("60", "240"):
+        figures = result.figures["by_size"][size]
+        assert figures["ms_per_utterance"] > 0 and figures["events"] > 0
+        assert (
+            figures["checkpoints_and_final_save"] == figures["generations_saved"] + figures["journal_records"]
+        )
+    assert len(result.figures["by_size"]["60"]["seconds"]) == long_build.schedule((60, 240)).count(60)
+    assert [r["target"] for r in result.ratios] == [long_build.TARGET]
+
+
+def test_long_build_schedule_spreads_the_small_sizes_between_the_large() -> None:
+    assert long_build.schedule((2_000, 8_000, 32_000)) == [2_000, 8_000, 32_000, 2_000, 2_000, 2_000]
+    assert long_build.schedule((60, 240)) == [60, 240]
 
 
 def test_run_all_writes_json_and_the_table(workspace: Workspace, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from gravity_core.anchor_vectors import ANCHOR_KINDS, TURN_KIND, AnchorVectors
 from gravity_core.build.merge import apply_update
+from gravity_core.build.merge_index import MergeIndex
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import (
     AnchorStoreError,
@@ -19,6 +20,8 @@ from gravity_core.errors import (
     UnexpectedModelOutput,
 )
 from gravity_core.extract.base import Extractor, TurnVectorReader
+from gravity_core.journal import JournalEncoder
+from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
 from gravity_core.store import AnchorStore
 
@@ -86,9 +89,12 @@ class AnchorBuilder:
     """Builds or extends a KB from utterances.
 
     Utterances already in the KB are skipped, so adding the same conversation twice changes
-    nothing. With a store, the KB is saved every ``checkpoint_every`` batches and at the end, so an
-    interrupted build resumes from its last checkpoint (and, for LLM extractors, replays earlier
-    answers from the response cache). When the model's provider fails for good
+    nothing. With a store, the build checkpoints every ``checkpoint_every`` batches and saves a
+    generation at the end, so an interrupted build resumes from its last checkpoint (and, for LLM
+    extractors, replays earlier answers from the response cache). A checkpoint appends what changed
+    since the last one to the store's journal, or saves a whole generation once the journal holds
+    as much as the current one (:meth:`AnchorStore.checkpoint`): a build's time grows in proportion
+    to the conversation's length. When the model's provider fails for good
     (:class:`~gravity_core.errors.ProviderError`), the batches done so far are saved before the
     error is raised.
 
@@ -127,18 +133,22 @@ class AnchorBuilder:
         self._kinds = (*ANCHOR_KINDS, TURN_KIND) if reads_turns else ANCHOR_KINDS
         self._pending_turns: dict[str, str] = {}
         self._generation: int | None = None
+        self._journal_end = 0  # where this builder's last checkpoint ends in the store's journal
+        self._changes = KBChanges()  # what changed since the last checkpoint
+        self._journal = JournalEncoder()
         self.kb, self.vectors = KnowledgeBase(), AnchorVectors(embedder=embedder.name, dim=embedder.dim)
+        self._index = MergeIndex(self.kb)
         self._reload()
 
     def _reload(self) -> None:
-        """Take the store's current KB (another builder may have saved since this one read it)."""
+        """Take the store's KB and journal (another builder may have written since this one read it)."""
         store = self.store
         if store is None:
             return
         store.prepare_build()
-        if not store.exists():
+        loaded = store.resume()
+        if loaded is None:
             return
-        loaded = store.load()
         if loaded.vectors.embedder and loaded.vectors.embedder != self.embedder.name:
             msg = (
                 f"this KB was embedded with '{loaded.vectors.embedder}'; "
@@ -146,6 +156,10 @@ class AnchorBuilder:
             )
             raise ConfigurationError(msg)
         self.kb, self.vectors, self._generation = loaded.kb, loaded.vectors, loaded.generation
+        self._journal_end = loaded.journal_end
+        self._changes = KBChanges()
+        self._journal = JournalEncoder()
+        self._index = MergeIndex(self.kb)
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -154,7 +168,7 @@ class AnchorBuilder:
             yield
             return
         with self.store.writer():
-            if self.store.current_generation() != self._generation:
+            if self.store.state() != (self._generation, self._journal_end):
                 logger.info("the KB changed on disk since it was read; reading it again")
                 self._reload()
             yield
@@ -177,6 +191,7 @@ class AnchorBuilder:
         self.kb.build.extractor = self.extractor.name
         self.kb.build.embedder = self.embedder.name
         self.kb.build.batch_size = self.batch_size
+        self._changes.build = True
         self._embed_turns(fresh, report)
         done = 0
         if progress:
@@ -191,7 +206,7 @@ class AnchorBuilder:
             if progress:
                 progress(done, len(fresh))
             if self.store is not None and number % self.checkpoint_every == 0 and number < len(batches):
-                self.save(report)
+                self._checkpoint(report)
         if self.store is not None and (batches or not self.store.exists()):
             self.save(report)
         elif batches:
@@ -220,6 +235,7 @@ class AnchorBuilder:
         pending = list(self.kb.build.failed_batches)
         total = sum(len(f.utterance_ids) for f in pending)
         self.kb.build.extractor = self.extractor.name
+        self._changes.build = True
         done = 0
         if progress:
             progress(0, total)
@@ -232,6 +248,7 @@ class AnchorBuilder:
                 self._save_before_raising(number, report)
                 raise
             position = next(i for i, f in enumerate(self.kb.build.failed_batches) if f is failed)
+            self._changes.build = True
             if isinstance(outcome, FailedBatch):
                 self.kb.build.failed_batches[position] = outcome
                 report.failed_batches += 1
@@ -244,18 +261,45 @@ class AnchorBuilder:
             if progress:
                 progress(done, total)
             if self.store is not None and number % self.checkpoint_every == 0 and number < len(pending):
-                self.save(report)
+                self._checkpoint(report)
         if self.store is not None and pending:
             self.save(report)
         return report
 
     def save(self, report: BuildReport | None = None) -> None:
-        """Embed changed anchors and, with a store, write the KB."""
+        """Embed changed anchors and, with a store, write the KB as a new generation."""
         embedded = self._refresh()
         if report is not None:
             report.embedded += embedded
         if self.store is not None:
             self._generation = self.store.save(self.kb, self.vectors)
+            self._journal_end = 0
+            self._journal.rebase(self.kb, self._changes)
+            self._changes.clear()
+
+    def _checkpoint(self, report: BuildReport) -> None:
+        """Journal what changed since the last checkpoint, or save a generation once the journal is large.
+
+        Vectors are not embedded at a journaled checkpoint: the next generation embeds every
+        anchor changed since the last one once (a resumed build embeds again what its journal
+        changed).
+        """
+        assert self.store is not None
+        if not self._changes:
+            return
+        if self.store.journal_outgrows_generation(self._journal_end):
+            self.save(report)
+            return
+        line, written = self._journal.encode(
+            self.kb,
+            self._changes,
+            base=self._generation,
+            embedder=self.vectors.embedder or self.embedder.name,
+            dim=self.vectors.dim or self.embedder.dim,
+        )
+        self._journal_end = self.store.checkpoint(line, base=self._generation, at=self._journal_end)
+        written()
+        self._changes.clear()
 
     def _refresh(self) -> int:
         extra = {TURN_KIND: self._pending_turns} if TURN_KIND in self._kinds else None
@@ -300,6 +344,8 @@ class AnchorBuilder:
         if isinstance(outcome, FailedBatch):
             for utterance in batch:
                 self.kb.utterances[utterance.id] = utterance
+            self._changes.note("utterances", (u.id for u in batch))
+            self._changes.build = True
             self.kb.build.failed_batches.append(outcome)
             report.failed_batches += 1
             return
@@ -324,7 +370,7 @@ class AnchorBuilder:
         return update
 
     def _merge(self, update: AnchorUpdate, batch: list[Utterance], report: BuildReport) -> None:
-        result = apply_update(self.kb, update, batch)
+        result = apply_update(self.kb, update, batch, index=self._index, changes=self._changes)
         report.dropped_observations += result.dropped
         report.new_events.extend(result.events)
 
@@ -336,7 +382,10 @@ class AnchorBuilder:
         return [self.kb.utterances[i] for i in failed.utterance_ids]
 
     def _save_before_raising(self, number: int, report: BuildReport) -> None:
-        """Checkpoint the batches done since the last save, as the provider gave up on batch ``number``."""
-        if self.store is not None and (number - 1) % self.checkpoint_every:
+        """Save a generation of what was done since the last one, as the provider gave up on batch ``number``.
+
+        A whole generation, not a journal record: the build stops here, and readers see it all.
+        """
+        if self.store is not None and (self._changes or self._journal_end):
             logger.error("the model's provider failed; saving the %d batch(es) done first", number - 1)
             self.save(report)

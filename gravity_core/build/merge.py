@@ -1,4 +1,9 @@
-"""Apply one extractor update to the KB: entities, then topics, then events and their trails."""
+"""Apply one extractor update to the KB: entities, then topics, then events and their trails.
+
+A builder passes its :class:`~gravity_core.build.merge_index.MergeIndex` (so a batch costs what it
+adds, not what the KB holds) and a :class:`~gravity_core.kb_changes.KBChanges` (what a checkpoint
+must write); without an index one is made from the KB, and every event's trails are relinked.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,12 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from gravity_core.build.merge_entities import merge_entities
-from gravity_core.build.merge_events import link_trails, merge_events
+from gravity_core.build.merge_events import merge_events
+from gravity_core.build.merge_index import MergeIndex
 from gravity_core.build.merge_summaries import merge_summaries
 from gravity_core.build.merge_topics import assign_event_topics, merge_topics
+from gravity_core.build.trails import link_trails
+from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
 __all__ = ["MergeResult", "apply_update"]
@@ -42,18 +50,40 @@ def _keep_known_sources(update: AnchorUpdate, said: Mapping[str, Utterance]) -> 
     return kept, dropped
 
 
-def apply_update(kb: KnowledgeBase, update: AnchorUpdate, batch: Sequence[Utterance]) -> MergeResult:
-    """Merge ``update`` (extracted from ``batch``) into ``kb`` and record the batch's utterances."""
+def apply_update(
+    kb: KnowledgeBase,
+    update: AnchorUpdate,
+    batch: Sequence[Utterance],
+    *,
+    index: MergeIndex | None = None,
+    changes: KBChanges | None = None,
+) -> MergeResult:
+    """Merge ``update`` (extracted from ``batch``) into ``kb`` and record the batch's utterances.
+
+    Args:
+        index: the builder's lookups, made from ``kb`` and given to every merge since (kept up to
+            date here); ``None``: made now from ``kb``.
+        changes: where to note every utterance, entity, event, topic and summary added or changed.
+    """
+    fresh_index = index is None
+    index = index if index is not None else MergeIndex(kb)
     for utterance in batch:
         kb.utterances[utterance.id] = utterance
     said: Mapping[str, Utterance] = kb.utterances
     update, dropped = _keep_known_sources(update, said)
     if dropped:
         logger.warning("dropped %d observation(s) citing no known utterance", dropped)
-    entities = merge_entities(kb, update.entities, said)
-    topics = merge_topics(kb, update.topics, said)
-    events = merge_events(kb, update.events, said)
-    merge_summaries(kb, update.summaries, said)
-    assign_event_topics(kb, events)
-    link_trails(kb)
-    return MergeResult(entities=entities, events=events, topics=topics, dropped=dropped)
+    entities = merge_entities(kb, update.entities, said, index, changes)
+    topics = merge_topics(kb, update.topics, said, index.topics)
+    events = merge_events(kb, update.events, said, index, changes)
+    summaries = merge_summaries(kb, update.summaries, said)
+    assign_event_topics(kb, events, index.topics)
+    relinked = index.trails.add(kb, events)
+    if fresh_index:
+        link_trails(kb)  # a KB changed by other means than merges keeps consistent trails
+    if changes is not None:
+        changes.note("utterances", (u.id for u in batch))
+        changes.note("topics", topics)
+        changes.note("events", relinked)
+        changes.note("summaries", summaries)
+    return MergeResult(entities=entities, events=events, topics=set(topics), dropped=dropped)

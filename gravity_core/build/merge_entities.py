@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from itertools import combinations
 
-from gravity_core.build.names import NameIndex, normalize_name, normalize_value, slugify
+from gravity_core.build.merge_index import MergeIndex
+from gravity_core.build.names import normalize_name, normalize_value, slugify
+from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import (
     Attribute,
     AttributeObservation,
@@ -43,10 +45,12 @@ def _union(old: list[str], new: list[str]) -> list[str]:
 
 
 class _EntityMerger:
-    def __init__(self, kb: KnowledgeBase, said: Mapping[str, Utterance]) -> None:
+    def __init__(self, kb: KnowledgeBase, said: Mapping[str, Utterance], index: MergeIndex) -> None:
         self.kb = kb
         self.said = said
-        self.index = NameIndex(kb)
+        self.index = index.names
+        self.touched: dict[str, None] = {}
+        self.new_relations: list[tuple[str, Relation]] = []
 
     def when(self, sources: list[str]) -> datetime:
         return min(self.said[s].timestamp for s in sources)
@@ -63,9 +67,12 @@ class _EntityMerger:
         found = self.index.find(name)
         if found is not None:
             entity = self.kb.entities[found]
+            self.touched.setdefault(entity.id, None)
             declares = declared and etype in _DECLARED_TYPES and not entity.is_speaker
-            if (entity.type is EntityType.OTHER or declares) and etype is not EntityType.OTHER:
+            retype = entity.type is EntityType.OTHER or declares
+            if retype and etype is not EntityType.OTHER and entity.type is not etype:
                 entity.type = etype
+                self.index.add(entity)  # a person's first name finds it now, or no longer
             return entity
         base = slugify(name)
         entity_id, n = base, 2
@@ -75,6 +82,7 @@ class _EntityMerger:
         entity = EntityAnchor(id=entity_id, name=name.strip(), type=etype, first_seen=when, last_seen=when)
         self.kb.entities[entity_id] = entity
         self.index.add(entity)
+        self.touched.setdefault(entity.id, None)
         return entity
 
     def observe(self, obs: EntityObservation) -> EntityAnchor:
@@ -156,27 +164,34 @@ class _EntityMerger:
                 rel.sources = _union(rel.sources, obs.sources)
                 rel.time = rel.time or obs.time
                 return
-        entity.relations.append(
-            Relation(
-                relation=obs.relation,
-                object=obs.object.strip(),
-                time=obs.time,
-                confidence=obs.confidence,
-                first_seen=when,
-                last_seen=latest,
-                sources=list(obs.sources),
-            )
+        relation = Relation(
+            relation=obs.relation,
+            object=obs.object.strip(),
+            time=obs.time,
+            confidence=obs.confidence,
+            first_seen=when,
+            last_seen=latest,
+            sources=list(obs.sources),
         )
+        entity.relations.append(relation)
+        self.new_relations.append((entity.id, relation))
 
 
 def merge_entities(
-    kb: KnowledgeBase, observations: list[EntityObservation], said: Mapping[str, Utterance]
+    kb: KnowledgeBase,
+    observations: list[EntityObservation],
+    said: Mapping[str, Utterance],
+    index: MergeIndex | None = None,
+    changes: KBChanges | None = None,
 ) -> set[str]:
-    """Merge entity observations into ``kb``; returns the ids of the entities touched.
+    """Merge entity observations into ``kb``; returns the ids of the entities observed.
 
-    ``said`` maps every source id the observations cite to its utterance.
+    ``said`` maps every source id the observations cite to its utterance. ``index``: the
+    builder's lookups, kept up to date (made from ``kb`` if not given). Every entity changed
+    (observed, the object of a relation, or given a relation's object id) is noted in ``changes``.
     """
-    merger = _EntityMerger(kb, said)
+    index = index if index is not None else MergeIndex(kb)
+    merger = _EntityMerger(kb, said, index)
     touched: set[str] = set()
     mentioned: dict[str, set[str]] = {}
     for obs in observations:
@@ -189,8 +204,13 @@ def merge_entities(
             for x, y in ((a, b), (b, a)):
                 co = kb.entities[x].co_occurrence
                 co[y] = co.get(y, 0) + 1
-    for entity in kb.entities.values():
-        for rel in entity.relations:
-            if rel.object_id is None:
-                rel.object_id = merger.index.find(rel.object)
+    # A relation whose object has no entity gets one when a name it may be is indexed.
+    keys = index.names.changed | {normalize_name(r.object) for _, r in merger.new_relations}
+    for entity_id, relation in merger.new_relations:
+        index.relations.add(entity_id, [relation])
+    resolved = index.relations.resolve(index.names, keys)
+    index.names.changed.clear()
+    if changes is not None:
+        changes.note("entities", merger.touched)
+        changes.note("entities", resolved)
     return touched

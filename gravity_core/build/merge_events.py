@@ -1,56 +1,57 @@
-"""Merge rules for event observations and the chronological trails that link events."""
+"""Merge rules for event observations (the trails that link events: :mod:`gravity_core.build.trails`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
-from gravity_core.build.names import NameIndex
+from gravity_core.build.merge_index import MergeIndex, what_key
+from gravity_core.build.trails import link_trails
+from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import (
     EventAnchor,
     EventObservation,
     Granularity,
     KnowledgeBase,
     TimeRef,
-    TrailLink,
     Utterance,
 )
 
 __all__ = ["link_trails", "merge_events"]
 
-_WORDS = re.compile(r"\w+")
-
-
-def _what_key(what: str) -> str:
-    return " ".join(_WORDS.findall(what.casefold()))
-
 
 def merge_events(
-    kb: KnowledgeBase, observations: Iterable[EventObservation], said: Mapping[str, Utterance]
+    kb: KnowledgeBase,
+    observations: Iterable[EventObservation],
+    said: Mapping[str, Utterance],
+    index: MergeIndex | None = None,
+    changes: KBChanges | None = None,
 ) -> list[str]:
     """Add event observations to ``kb``; returns the ids of new events.
 
     An observation that repeats a known event (same action reported by the same first utterance)
     only adds its sources. An event whose text gave no time phrase (or one that could not be
-    resolved) is dated by the day it was mentioned, marked ``basis='mention'``.
+    resolved) is dated by the day it was mentioned, marked ``basis='mention'``. ``index``: the
+    builder's lookups (made from ``kb`` if not given); events extended are noted in ``changes``.
     """
-    index = NameIndex(kb)
-    known = {(e.sources[0], _what_key(e.what)): e for e in kb.events.values()}
+    index = index if index is not None else MergeIndex(kb)
+    known = index.events
     next_number = len(kb.events) + 1
     added: list[str] = []
     for obs in observations:
         first = min(obs.sources, key=lambda s: said[s].timestamp)
-        key = (first, _what_key(obs.what))
+        key = (first, what_key(obs.what))
         if key in known:
             event = known[key]
             event.sources = list(dict.fromkeys([*event.sources, *obs.sources]))
+            if changes is not None:
+                changes.note("events", [event.id])
             continue
         event_id = f"ev-{next_number:06d}"
         while event_id in kb.events:
             next_number += 1
             event_id = f"ev-{next_number:06d}"
         next_number += 1
-        who_ids = [i for i in (index.find(name) for name in obs.who) if i is not None]
+        who_ids = [i for i in (index.names.find(name) for name in obs.who) if i is not None]
         event = EventAnchor(
             id=event_id,
             who=list(obs.who),
@@ -67,6 +68,8 @@ def merge_events(
         kb.events[event_id] = event
         known[key] = event
         added.append(event_id)
+        if changes is not None:
+            changes.note("events", [event_id])
     return added
 
 
@@ -82,25 +85,3 @@ def _mentioned(obs: EventObservation, utterance: Utterance) -> TimeRef:
             }
         )
     return TimeRef.mentioned_on(utterance.day)
-
-
-def link_trails(kb: KnowledgeBase) -> None:
-    """Recompute every event's previous/next links, per participant and per topic, in time order."""
-    trails: dict[str, list[EventAnchor]] = {}
-    for event in kb.events.values():
-        keys = [f"who:{i}" for i in event.who_ids]
-        if event.topic_id:
-            keys.append(f"topic:{event.topic_id}")
-        for key in keys:
-            trails.setdefault(key, []).append(event)
-        event.trails = []
-    for key, events in trails.items():
-        events.sort(key=lambda e: (e.occurred(), e.said_at, e.id))
-        for i, event in enumerate(events):
-            event.trails.append(
-                TrailLink(
-                    trail=key,
-                    prev=events[i - 1].id if i > 0 else None,
-                    next=events[i + 1].id if i + 1 < len(events) else None,
-                )
-            )

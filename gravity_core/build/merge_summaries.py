@@ -11,8 +11,9 @@ __all__ = ["merge_summaries"]
 
 def merge_summaries(
     kb: KnowledgeBase, observations: Iterable[SummaryObservation], said: Mapping[str, Utterance]
-) -> None:
-    """Add each summary as its own record, dated by its earliest source."""
+) -> list[str]:
+    """Add each summary as its own record, dated by its earliest source; returns their ids."""
+    added: list[str] = []
     for obs in observations:
         number = len(kb.summaries) + 1
         while f"sm-{number:06d}" in kb.summaries:
@@ -25,3 +26,5 @@ def merge_summaries(
             text=obs.text.strip(),
             sources=list(obs.sources),
         )
+        added.append(record_id)
+    return added

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from gravity_core.build.merge_index import TopicSources
 from gravity_core.schema import ArcSnapshot, Fact, KnowledgeBase, TopicAnchor, TopicObservation, Utterance
 
 __all__ = ["assign_event_topics", "merge_topics"]
@@ -19,15 +20,19 @@ def _fact_sources(fact: str, candidates: list[str], said: Mapping[str, Utterance
 
 
 def merge_topics(
-    kb: KnowledgeBase, observations: Iterable[TopicObservation], said: Mapping[str, Utterance]
-) -> set[str]:
-    """Merge topic observations into ``kb``; returns the ids of topics touched.
+    kb: KnowledgeBase,
+    observations: Iterable[TopicObservation],
+    said: Mapping[str, Utterance],
+    sources: TopicSources | None = None,
+) -> list[str]:
+    """Merge topic observations into ``kb``; returns the ids of topics touched (new ones in the order made).
 
     An observation extends the topic it names by id, else a topic with the same label
-    (case-insensitive), else it opens a new topic.
+    (case-insensitive), else it opens a new topic. ``sources``, the builder's index of the topic
+    of each utterance, learns the topics' new sources.
     """
     by_label = {t.label.casefold(): t.id for t in kb.topics.values()}
-    touched: set[str] = set()
+    touched: dict[str, None] = {}
     for obs in observations:
         topic_id = obs.topic_id if obs.topic_id in kb.topics else by_label.get(obs.label.casefold())
         if topic_id is None:
@@ -38,8 +43,10 @@ def merge_topics(
             kb.topics[topic_id] = TopicAnchor(id=topic_id, label=obs.label.strip())
             by_label[obs.label.casefold()] = topic_id
         _extend(kb.topics[topic_id], obs, said)
-        touched.add(topic_id)
-    return touched
+        if sources is not None:
+            sources.update(kb.topics[topic_id])
+        touched.setdefault(topic_id, None)
+    return list(touched)
 
 
 def _extend(topic: TopicAnchor, obs: TopicObservation, said: Mapping[str, Utterance]) -> None:
@@ -70,12 +77,14 @@ def _extend(topic: TopicAnchor, obs: TopicObservation, said: Mapping[str, Uttera
             known.add(fact.casefold())
 
 
-def assign_event_topics(kb: KnowledgeBase, event_ids: Iterable[str]) -> None:
-    """Give events the topic whose sources include the event's first utterance."""
-    topic_of: dict[str, str] = {}
-    for topic in kb.topics.values():
-        for source in topic.sources:
-            topic_of.setdefault(source, topic.id)
+def assign_event_topics(
+    kb: KnowledgeBase, event_ids: Iterable[str], sources: TopicSources | None = None
+) -> None:
+    """Give events the first topic (in KB order) whose sources include one of the event's sources.
+
+    ``sources``: the builder's index of the topic of each utterance (made from ``kb`` if not given).
+    """
+    topic_of = sources if sources is not None else TopicSources(kb)
     for event_id in event_ids:
         event = kb.events[event_id]
         if event.topic_id is None:

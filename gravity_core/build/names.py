@@ -35,21 +35,39 @@ def slugify(name: str) -> str:
 
 
 class NameIndex:
-    """Finds the entity a name refers to: exact name or alias, then a unique person's first name."""
+    """Finds the entity a name refers to: exact name or alias, then a unique person's first name.
+
+    A name two entities share belongs to the one first in the KB. The index can be kept across
+    batches: :meth:`add` an entity again when it gains an alias or changes type, and it answers as
+    an index made afresh from the KB would. ``changed`` collects the keys whose answer may have
+    changed since it was last cleared (a relation whose object had no entity may have one now).
+    """
 
     def __init__(self, kb: KnowledgeBase) -> None:
         self._by_name: dict[str, str] = {}
         self._by_first: dict[str, set[str]] = {}
+        self._position: dict[str, int] = {}
+        self.changed: set[str] = set()
         for entity in kb.entities.values():
             self.add(entity)
+        self.changed.clear()
 
     def add(self, entity: EntityAnchor) -> None:
-        """Index an entity's name and aliases."""
+        """Index an entity's name and aliases (again, after it gained one or changed type)."""
+        position = self._position.setdefault(entity.id, len(self._position))
         for name in (entity.name, *entity.aliases):
-            self._by_name.setdefault(normalize_name(name), entity.id)
-        if entity.type is EntityType.PERSON and " " in entity.name.strip():
+            key = normalize_name(name)
+            held = self._by_name.get(key)
+            if held is None or (held != entity.id and self._position[held] > position):
+                self._by_name[key] = entity.id
+                self.changed.add(key)
+        if " " in entity.name.strip():
             first = normalize_name(entity.name.split()[0])
-            self._by_first.setdefault(first, set()).add(entity.id)
+            owners = self._by_first.setdefault(first, set())
+            is_person = entity.type is EntityType.PERSON
+            if is_person != (entity.id in owners):
+                (owners.add if is_person else owners.discard)(entity.id)
+                self.changed.add(first)
 
     def find(self, name: str) -> str | None:
         """The id of the entity ``name`` refers to, or None."""

@@ -4,9 +4,10 @@
     python -m tests.reliability._crash_worker --serve     # a fork server for many builds
 
 The fork server imports everything once, then for each JSON request on stdin (``folder``,
-``checkpoint``, ``kill``, ``torn``, ``kill_after``) forks a child that runs one build with its
-stdout and stderr in files, waits for it (SIGKILLing it after ``kill_after`` seconds if given) and
-answers one JSON line: ``code`` (negative: killed by that signal), ``out``, ``err``, ``seconds``.
+``checkpoint``, ``kill``, ``torn``, ``kill_after``, ``journal_only``) forks a child that runs one
+build with its stdout and stderr in files, waits for it (SIGKILLing it after ``kill_after``
+seconds if given) and answers one JSON line: ``code`` (negative: killed by that signal), ``out``,
+``err``, ``seconds``.
 Forking saves the interpreter start and imports, which cost several times the build itself.
 
 The build: 5 sessions of 6 turns, 3 turns per batch (10 batches), fused LLM extraction with a fake
@@ -23,6 +24,10 @@ Environment:
     GRAVITY_KILL_TORN      ``1``: when the N-th operation writes a file (os.write, json.dump),
                            write half of it first (a torn write), then die.
     GRAVITY_CHECKPOINT     batches between checkpoints (default 1).
+    GRAVITY_JOURNAL_ONLY   ``1``: every checkpoint goes to the journal (none saves a generation), so
+                           kills land in journal appends and resumes replay long journals with
+                           patches; the default folds the journal into a generation as the store
+                           decides.
 
 Each kill writes ``KILL <kind>:<n> <operation>`` to stderr first. A run that completes prints a
 JSON summary: events counted per kind and per operation.
@@ -138,8 +143,10 @@ def fake_answer(switch: KillSwitch, phase: dict[str, str]) -> Callable[[Sequence
     return answer
 
 
-def build(folder: str, checkpoint: int, kill: str, torn: bool) -> None:
+def build(folder: str, checkpoint: int, kill: str, torn: bool, journal_only: bool = False) -> None:
     """One build, killed as planned; prints the event counts if it completes."""
+    if journal_only:
+        AnchorStore.journal_outgrows_generation = lambda self, end: False  # type: ignore[method-assign]
     switch = KillSwitch(kill, torn)
     switch.install()
     phase = {"name": "add"}
@@ -169,7 +176,7 @@ def _run_child(request: dict[str, Any], out_path: str, err_path: str) -> int:
                 os.dup2(target, fd)
                 os.close(target)
             kill, torn = request.get("kill", ""), request.get("torn", False)
-            build(request["folder"], request["checkpoint"], kill, torn)
+            build(request["folder"], request["checkpoint"], kill, torn, request.get("journal_only", False))
         except BaseException:
             import traceback
 
@@ -217,4 +224,5 @@ if __name__ == "__main__":
             int(os.environ.get("GRAVITY_CHECKPOINT", "1")),
             os.environ.get("GRAVITY_KILL_AT", ""),
             os.environ.get("GRAVITY_KILL_TORN") == "1",
+            os.environ.get("GRAVITY_JOURNAL_ONLY") == "1",
         )

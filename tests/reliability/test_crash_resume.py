@@ -60,10 +60,17 @@ class Worker:
         kill: str = "",
         torn: bool = False,
         kill_after: float | None = None,
+        journal_only: bool = False,
     ) -> tuple[int, str, str, float]:
         """One build: its exit code (``-9`` when SIGKILLed), stdout, stderr and duration."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        request = {"folder": str(folder), "checkpoint": checkpoint, "kill": kill, "torn": torn}
+        request = {
+            "folder": str(folder),
+            "checkpoint": checkpoint,
+            "kill": kill,
+            "torn": torn,
+            "journal_only": journal_only,
+        }
         if kill_after is not None:
             request["kill_after"] = kill_after
         self.process.stdin.write(json.dumps(request) + "\n")
@@ -142,12 +149,20 @@ def check_final(folder: Path, ref: Reference) -> None:
 
 
 def crash_and_resume(
-    worker: Worker, folder: Path, checkpoint: int, plans: list[tuple[str, bool]], ref: Reference
+    worker: Worker,
+    folder: Path,
+    checkpoint: int,
+    plans: list[tuple[str, bool]],
+    ref: Reference,
+    journal_only: bool = False,
 ) -> list[str]:
-    """Run with each kill plan in turn (stopping early if a run completes), then until done."""
+    """Run with each kill plan in turn (stopping early if a run completes), then until done.
+
+    ``journal_only``: the killed runs checkpoint to the journal only (no generation before the end).
+    """
     kills: list[str] = []
     for plan, torn in plans:
-        code, _, err, _ = worker.run(folder, checkpoint, plan, torn)
+        code, _, err, _ = worker.run(folder, checkpoint, plan, torn, journal_only=journal_only)
         if code != -signal.SIGKILL:
             assert code == 0, err
             break
@@ -160,18 +175,20 @@ def crash_and_resume(
 
 
 @pytest.mark.parametrize(
-    "plans",
+    ("plans", "journal_only"),
     [
-        [("model:4", False)],  # mid-extraction, before the first checkpoint completes
-        [("io:60", True)],  # a torn write during a save
-        [("io:25", False), ("model:6", False), ("io:200", True)],  # three kills in a row
+        ([("model:4", False)], False),  # mid-extraction, before the first checkpoint completes
+        ([("io:60", True)], False),  # a torn write during a save
+        ([("io:25", False), ("model:6", False), ("io:200", True)], False),  # three kills in a row
+        ([("os.write:9", True)], True),  # a torn journal record
+        ([("os.write:7", False), ("model:2", False), ("os.fsync:3", False)], True),  # journal replays
     ],
-    ids=["model", "torn-write", "three-kills"],
+    ids=["model", "torn-write", "three-kills", "torn-journal-record", "journal-resumes"],
 )
 def test_killed_build_resumes_to_the_uninterrupted_kb(
-    tmp_path: Path, workers: list[Worker], reference: Reference, plans: Any
+    tmp_path: Path, workers: list[Worker], reference: Reference, plans: Any, journal_only: bool
 ) -> None:
-    kills = crash_and_resume(workers[0], tmp_path / "kb", 1, plans, reference)
+    kills = crash_and_resume(workers[0], tmp_path / "kb", 1, plans, reference, journal_only)
     assert len(kills) == len(plans)
 
 
@@ -210,7 +227,8 @@ def test_kill_campaign(tmp_path: Path, workers: list[Worker], reference: Referen
         checkpoint, plans = trials[n]
         worker = free.get()
         try:
-            return crash_and_resume(worker, tmp_path / f"t{n}", checkpoint, plans, reference)
+            # Every fourth trial checkpoints to the journal only: kills in appends, long replays.
+            return crash_and_resume(worker, tmp_path / f"t{n}", checkpoint, plans, reference, n % 4 == 3)
         finally:
             free.put(worker)
 
