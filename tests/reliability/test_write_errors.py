@@ -7,8 +7,8 @@ sgmem build``) exits 1 with one line on stderr, no traceback, and the KB that wa
 before. In Python the same is a :class:`StorageAccessError` (an :class:`AnchorStoreError`).
 
 Also: a vector file and ``vectors.json`` that disagree are reported naming the file at fault, and
-every write (build, ``--retry-failed``, ``--rollback``, a store's save, an SGMem save) takes the
-writer lock, so it fails with one line while another process holds it.
+every write (build, its checkpoints, ``--retry-failed``, ``--rollback``, a store's save, an SGMem
+save) takes the writer lock, so it fails with one line while another process holds it.
 
 The full disk and, for root (whom no folder mode stops), the read-only folder are fakes of the OS
 calls only (``tests/reliability/_os_fakes.py``).
@@ -442,6 +442,7 @@ def test_every_python_write_fails_while_another_process_holds_the_lock(tmp_path:
             "retry_failed": builder.retry_failed,
             "builder.save": builder.save,
             "store.save": lambda: store.save(loaded.kb, loaded.vectors),
+            "store.checkpoint": lambda: store.checkpoint(b"", base=loaded.generation, at=0),
             "rollback": store.rollback,
             "sgmem save": lambda: memory.save(tmp_path / "sg"),
         }
