@@ -379,9 +379,7 @@ def test_duplicates_and_unknown_ids_are_skipped(kb: KnowledgeBase, counter: Toke
     assert len(parse_items(blocks.entities)) == 1
 
 
-def test_trimming_takes_profiles_before_events_and_the_lowest_score_within_a_kind(
-    kb: KnowledgeBase, counter: TokenCounter
-) -> None:
+def test_trimming_drops_the_lowest_score_first_across_kinds(kb: KnowledgeBase, counter: TokenCounter) -> None:
     christmas = ScoredAnchor(EVENT, event_id(kb, "spent Christmas together"), 0.05)  # lowest of all
     lena = ScoredAnchor(ENTITY, "lena", 0.10)  # second lowest
     selected = [
@@ -395,13 +393,12 @@ def test_trimming_takes_profiles_before_events_and_the_lowest_score_within_a_kin
     assert full_tokens == counter.count(full_text)
 
     _, text, kept, tokens = format_blocks(kb, selected, counter=counter, token_budget=full_tokens - 1)
-    assert kept == [a for a in selected if a != lena]  # the profile gives way, not the lower-scored event
+    assert kept == [a for a in selected if a != christmas]
     assert tokens <= full_tokens - 1 and tokens == counter.count(text)
-    assert "Christmas" in text and "Lena (person)" not in text
+    assert "Christmas" not in text and "Lena (person)" in text
 
     _, text, kept, tokens = format_blocks(kb, selected, counter=counter, token_budget=tokens - 1)
-    # Two events were left against one profile: the event goes, and the shorter profile takes its room.
-    assert christmas not in kept and lena in kept
+    assert lena not in kept and christmas not in kept
     assert tokens == counter.count(text)
 
 

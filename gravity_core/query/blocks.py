@@ -370,24 +370,12 @@ def _items(selected: Sequence[ScoredAnchor], rendered: RenderedAnchors) -> list[
     return items
 
 
-_GIVES_WAY_FIRST = {AnchorKind.TOPIC: 0, AnchorKind.ENTITY: 1, AnchorKind.EVENT: 2}
-"""Which kind loses an anchor first when a budget is tight. On the LoCoMo dev split (vector host)
-the event records alone covered more answers at 1,500 tokens than all three blocks (0.617 vs
-0.614), and topics added nothing at 3,000 next to profiles and events (0.685 without, 0.684
-with); trimming topics, then profiles, then events: 0.612 -> 0.614 at 1,500, 0.681 at 3,000."""
-
-
 def _drop_order(items: Sequence[_Item]) -> list[_Item]:
-    """Topics first, then profiles, then events; within a kind the lowest score first, among equal
-    scores the later-selected first. NaN counts as lowest."""
+    """Lowest score first; among equal scores the later-selected first. NaN counts as lowest."""
 
-    def key(item: _Item) -> tuple[int, float, int]:
+    def key(item: _Item) -> tuple[float, int]:
         score = item.anchor.score
-        return (
-            _GIVES_WAY_FIRST[item.anchor.kind],
-            -math.inf if math.isnan(score) else score,
-            -item.position,
-        )
+        return (-math.inf if math.isnan(score) else score, -item.position)
 
     return sorted(items, key=key)
 
@@ -475,9 +463,8 @@ def format_blocks(
     dropped (ties: the one selected later), until it fits; while some kind still has several
     anchors, only those kinds lose one, so each block keeps its best anchor as long as possible.
     Then the dropped anchors that fit in the room left come back, best first (a long profile
-    dropped leaves room for a short event). Each item is rendered and counted once. The budget
-    covers the whole text, instruction included; when even one anchor does not fit, the result is
-    empty.
+    dropped leaves room for a short event). Each item is rendered and counted once. The budget covers the whole text, instruction
+    included; when even one anchor does not fit, the result is empty.
 
     Args:
         kb: the knowledge base the anchors come from; anchors missing from it are skipped.
