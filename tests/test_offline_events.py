@@ -265,8 +265,3 @@ def test_abbreviated_weekdays_date_the_event_and_leave_what() -> None:
     assert event.what == "joined a book club"
     assert event.when is not None and event.when.start == date(2023, 5, 4)
 
-
-def test_a_dated_clause_acting_only_on_a_pronoun_is_no_event() -> None:
-    # "did it" says when, not what; the same clause with a thing named is an event.
-    assert _events("Yup, we just did it yesterday!") == []
-    assert "the charity run" in _one("We just did the charity run yesterday!").what

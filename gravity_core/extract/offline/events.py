@@ -300,15 +300,8 @@ def _substantive(clause: Clause) -> bool:
         t.pos_ in ("NOUN", "PROPN", "NUM")
         and t.i != clause.verb.i
         and t.lower_ not in ("one", "ones")
-        and t.ent_type_ != "DATE"  # "yesterday" says when, not what
         for t in clause.tokens
     ) or any(t.dep_ == "prt" for t in clause.verb.children)
-
-
-def _only_pronouns(clause: Clause) -> bool:
-    """Whether what the verb acts on is only a pronoun: "we just did it yesterday" says when, not what."""
-    objects = [c for c in clause.verb.children if c.dep_ in ("dobj", "attr", "pobj", "prep")]
-    return bool(objects) and all(t.pos_ in ("PRON", "ADP", "DET") for c in objects for t in c.subtree)
 
 
 def _where(clause: Clause, places: set[str]) -> str | None:
@@ -433,9 +426,7 @@ def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict
         if who is None:
             continue
         what = _what(clause, turn)
-        if len(what.split()) < 2 or not (
-            _substantive(clause) or time is not None and not _only_pronouns(clause)
-        ):
+        if len(what.split()) < 2 or not (_substantive(clause) or time is not None):
             continue
         drafts.append(
             _Draft(
