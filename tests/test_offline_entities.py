@@ -52,7 +52,6 @@ NOT_YET = frozenset(
         "test_first_person_family_and_social_relations[Marta is my cousin.-cousin-Marta]",
         "test_first_person_family_and_social_relations[My mom's name is Ines.-mother-Ines]",
         "test_pets_get_a_pet_relation_and_a_species",
-        "test_a_pet_named_in_a_following_sentence_is_linked",
         "test_a_spouse_implies_a_weak_married_status",
         "test_second_person_facts_go_to_the_other_speaker_with_lower_confidence",
         "test_first_person_attribute_patterns[I work at Brightwave Labs as a designer.-employer-Brightwave Labs-True]",  # noqa: E501
@@ -250,6 +249,18 @@ def test_a_pet_named_in_a_following_sentence_is_linked() -> None:
     found = _run(("Ann", "I got a puppy last week! Her name's Coco."), ("Bob", "Aww."))
     assert ("pet", "Coco") in {(r.relation, r.object) for r in found["Ann"].relations}
     assert found["Coco"].type is EntityType.PET
+
+
+def test_a_pet_named_in_the_speakers_next_turn_is_linked_and_no_other_name_is() -> None:
+    found = _run(
+        ("Maria", "On another note, I just adopted this cute pup from a shelter last week."),
+        ("John", "That's great! What's her name?"),
+        ("Maria", "Her name is Shadow! She's full of energy."),
+        ("John", "We named our boat Nimbus."),  # no pet spoken of: not a pet
+    )
+    assert ("pet", "Shadow") in {(r.relation, r.object) for r in found["Maria"].relations}
+    assert found["Shadow"].type is EntityType.PET and _attrs(found["Shadow"], "species") == ["pup"]
+    assert "Nimbus" not in found or found["Nimbus"].type is not EntityType.PET
 
 
 def test_a_spouse_implies_a_weak_married_status() -> None:

@@ -201,4 +201,3 @@ class ChromaSGMemStore:
 
         with contextlib.suppress(NotFoundError):  # gone already: a retry after a lost answer
             self._client.delete_collection(name)
-

@@ -374,6 +374,29 @@ def _named(token: Any) -> Any | None:
     return None
 
 
+def _names_a_possessed_name(token: Any) -> bool:
+    """``token`` is what "her name" / "his name" is: "Her name is Shadow", "Her name's Coco"."""
+
+    def possessed_name(t: Any) -> bool:
+        return t.lemma_.casefold() == "name" and any(
+            c.dep_ == "poss" and c.lower_ in ("her", "his", "its", "their") for c in t.children
+        )
+
+    if token.dep_ == "attr" and any(c.dep_ == "nsubj" and possessed_name(c) for c in token.head.children):
+        return True
+    return any(c.dep_ == "poss" and possessed_name(c) for c in token.children)
+
+
+def _object_of_naming(token: Any) -> bool:
+    """``token`` is the name in "We named her Luna", "I called him Rex"."""
+    verb = token.head
+    return (
+        token.dep_ in ("dobj", "oprd", "xcomp")
+        and verb.lemma_.casefold() in ("name", "call")
+        and any(c.dep_ == "nsubj" and c.lower_ in _FIRST for c in verb.children)
+    )
+
+
 class _Batch:
     """Entity accumulation over one batch."""
 
@@ -392,6 +415,10 @@ class _Batch:
             self.canonical[speaker.casefold()] = speaker
             self.known_types[speaker.casefold()] = EntityType.PERSON
         self.common = lowercase_vocabulary(t.doc.text for t in turns)
+        # A pet each speaker spoke of without naming it, and their turn count then: "I got a puppy
+        # last week!" ... "Her name's Coco."
+        self.unnamed_pet: dict[str, tuple[str, int]] = {}
+        self.turns_read: dict[str, int] = {}
 
     def acc(self, name: str) -> _Acc:
         name = self.canonical.get(name.casefold(), name)
@@ -516,7 +543,14 @@ class _Batch:
                 continue  # "Leith Dog School" names a school, not a dog
             relation = _relation_noun(token)
             if relation is not None or token.lemma_.casefold() in _PET_WORDS:
-                done |= self._relation(token, relation, turn)
+                named = self._relation(token, relation, turn)
+                if not named and relation is None:
+                    self.unnamed_pet[turn.utterance.speaker] = (
+                        token.lemma_.casefold(),
+                        self._turn_number(turn),
+                    )
+                done |= named
+        done |= self._pet_named_later(turn)
         for token in turn.doc:
             if token.lemma_.casefold() in _OCCUPATIONS and token.i not in done:
                 named = _named(token)  # "a nurse called Femi"
@@ -554,6 +588,35 @@ class _Batch:
                 name, _ = _span_name(token)
                 if self.plausible(name):
                     self._place_facts(token.head, self.acc(name), turn)
+
+    def _turn_number(self, turn: ParsedTurn) -> int:
+        """The speaker's count of turns, this one included (it is counted in ``_pet_named_later``)."""
+        return self.turns_read.get(turn.utterance.speaker, 0) + 1
+
+    def _pet_named_later(self, turn: ParsedTurn) -> set[int]:
+        """ "Her name's Coco", "We named her Luna": the name of the pet the speaker spoke of in
+        this turn or their previous one."""
+        speaker = turn.utterance.speaker
+        number = self.turns_read[speaker] = self.turns_read.get(speaker, 0) + 1
+        pet = self.unnamed_pet.get(speaker)
+        if pet is None or number - pet[1] > 1:
+            return set()
+        for token in turn.doc:
+            if token.pos_ != "PROPN" or _question(token):
+                continue
+            if not (_names_a_possessed_name(token) or _object_of_naming(token)):
+                continue
+            name, label = _span_name(token)
+            if not self.plausible(name) or label in _NOT_NAMES:
+                continue
+            acc = self.mention(name, EntityType.PET, turn.utterance.id, weight=_DECLARED)
+            if acc is None:
+                continue
+            acc.add_attribute("species", pet[0], EXPLICIT, False, turn.utterance.id)
+            self.acc(speaker).add_relation("pet", acc.name, EntityType.PET, EXPLICIT, turn.utterance.id)
+            del self.unnamed_pet[speaker]
+            return {t.i for t in token.subtree}
+        return set()
 
     def _relation(self, noun: Any, relation: str | None, turn: ParsedTurn) -> set[int]:
         first = _named(noun)

@@ -172,7 +172,6 @@ def _starts_sentence(text: str, position: int) -> bool:
     return i < 0 or text[i] in '.!?:;"(['
 
 
-
 class DocumentFrequencies:
     """Per-lemma document frequencies over utterances, counted incrementally.
 
