@@ -16,6 +16,7 @@ LABELS = {
     "offline_build": "4. Offline build speed",
     "incremental_add": "5. Incremental add",
     "memory": "6. Memory",
+    "long_build": "7. Long build",
 }
 ORDER = tuple(LABELS)
 
