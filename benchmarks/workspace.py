@@ -7,7 +7,6 @@ import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import Any
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +18,8 @@ from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.nlp import load_pipeline
 from gravity_core.loaders.locomo import load_locomo
+from gravity_core.nlp import load_pipeline
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import KnowledgeBase, Utterance

@@ -264,4 +264,3 @@ def test_abbreviated_weekdays_date_the_event_and_leave_what() -> None:
     event = _one("I joined a book club last Thurs.")
     assert event.what == "joined a book club"
     assert event.when is not None and event.when.start == date(2023, 5, 4)
-

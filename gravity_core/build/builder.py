@@ -386,6 +386,7 @@ class AnchorBuilder:
 
         A whole generation, not a journal record: the build stops here, and readers see it all.
         """
-        if self.store is not None and (self._changes or self._journal_end):
+        # On the first batch nothing was done: a new KB folder stays as it was (no empty generation).
+        if self.store is not None and (number > 1 and self._changes or self._journal_end):
             logger.error("the model's provider failed; saving the %d batch(es) done first", number - 1)
             self.save(report)

@@ -463,8 +463,9 @@ def format_blocks(
     dropped (ties: the one selected later), until it fits; while some kind still has several
     anchors, only those kinds lose one, so each block keeps its best anchor as long as possible.
     Then the dropped anchors that fit in the room left come back, best first (a long profile
-    dropped leaves room for a short event). Each item is rendered and counted once. The budget covers the whole text, instruction
-    included; when even one anchor does not fit, the result is empty.
+    dropped leaves room for a short event). Each item is rendered and counted once. The budget
+    covers the whole text, instruction included; when even one anchor does not fit, the result is
+    empty.
 
     Args:
         kb: the knowledge base the anchors come from; anchors missing from it are skipped.

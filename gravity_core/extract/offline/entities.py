@@ -543,13 +543,13 @@ class _Batch:
                 continue  # "Leith Dog School" names a school, not a dog
             relation = _relation_noun(token)
             if relation is not None or token.lemma_.casefold() in _PET_WORDS:
-                named = self._relation(token, relation, turn)
-                if not named and relation is None:
+                linked = self._relation(token, relation, turn)
+                if not linked and relation is None:
                     self.unnamed_pet[turn.utterance.speaker] = (
                         token.lemma_.casefold(),
                         self._turn_number(turn),
                     )
-                done |= named
+                done |= linked
         done |= self._pet_named_later(turn)
         for token in turn.doc:
             if token.lemma_.casefold() in _OCCUPATIONS and token.i not in done:

@@ -297,9 +297,7 @@ def _what(clause: Clause, turn: ParsedTurn) -> str:
 def _substantive(clause: Clause) -> bool:
     """Whether the clause names something: a noun, a number or a place, not only "got one"."""
     return any(
-        t.pos_ in ("NOUN", "PROPN", "NUM")
-        and t.i != clause.verb.i
-        and t.lower_ not in ("one", "ones")
+        t.pos_ in ("NOUN", "PROPN", "NUM") and t.i != clause.verb.i and t.lower_ not in ("one", "ones")
         for t in clause.tokens
     ) or any(t.dep_ == "prt" for t in clause.verb.children)
 
