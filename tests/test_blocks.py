@@ -253,9 +253,9 @@ def test_entity_profile_caps_attributes_best_first_and_cuts_long_text(
         kb, [ScoredAnchor(ENTITY, "maya", 0.8)], counter=counter, token_budget=None, limits=limits
     )
     [line] = parse_items(blocks.entities)
-    # thing7 is mentioned twice; then confidence 0.9 (motto), 0.7 (occupation) beat 0.5 (other likes)
-    assert " | likes: thing7 | motto: word word word" in line
-    assert "word… | occupation: nurse | sister of: Lena" in line
+    # confidence first: 0.9 (motto), 0.7 (occupation); among the 0.5 likes thing7, mentioned twice
+    assert " | motto: word word word" in line
+    assert "word… | occupation: nurse | likes: thing7 | sister of: Lena" in line
     assert "word " * 10 not in line and "thing8" not in line
 
 

@@ -57,7 +57,8 @@ class BlockLimits:
     LoCoMo conv-26 questions (categories 1-4); with twice the arc lines and facts it was 103.
 
     Attributes:
-        max_attribute_values: current attribute values per entity (most mentioned, most confident first).
+        max_attribute_values: current attribute values per entity (most confident, then most mentioned,
+            first: a stated occupation before a dozen photo captions).
         max_relations: relations per entity.
         max_transitions: state changes per entity (latest kept).
         max_co_occurring: co-occurring entities per entity.
@@ -122,7 +123,7 @@ def _ranked_attributes(entity: EntityAnchor, hidden: set[tuple[str, str]], limit
 
     def rank(i: int) -> tuple[int, float, float, int]:
         attribute = candidates[i]
-        return (-attribute.mentions, -attribute.confidence, -attribute.last_seen.timestamp(), i)
+        return (-attribute.confidence, -attribute.mentions, -attribute.last_seen.timestamp(), i)
 
     return [candidates[i] for i in sorted(range(len(candidates)), key=rank)[:limit]]
 
