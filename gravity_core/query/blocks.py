@@ -121,7 +121,7 @@ def _ids(sources: Sequence[str], limits: BlockLimits) -> str:
 def _ranked_attributes(entity: EntityAnchor, hidden: set[tuple[str, str]], limit: int) -> list[Attribute]:
     candidates = [a for a in entity.current_attributes() if (a.name, a.value) not in hidden]
 
-    def rank(i: int) -> tuple[int, float, float, int]:
+    def rank(i: int) -> tuple[float, int, float, int]:
         attribute = candidates[i]
         return (-attribute.confidence, -attribute.mentions, -attribute.last_seen.timestamp(), i)
 

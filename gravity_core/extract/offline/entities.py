@@ -526,6 +526,7 @@ class _Batch:
         uid = turn.utterance.id
         speaker = self.acc(turn.utterance.speaker)
         speaker.add_source(uid)
+        number = self.turns_read[speaker.name] = self.turns_read.get(speaker.name, 0) + 1
         for attachment in turn.utterance.attachments:
             caption = attachment_caption(attachment)
             if caption:
@@ -545,12 +546,9 @@ class _Batch:
             if relation is not None or token.lemma_.casefold() in _PET_WORDS:
                 linked = self._relation(token, relation, turn)
                 if not linked and relation is None:
-                    self.unnamed_pet[turn.utterance.speaker] = (
-                        token.lemma_.casefold(),
-                        self._turn_number(turn),
-                    )
+                    self.unnamed_pet[speaker.name] = (token.lemma_.casefold(), number)
                 done |= linked
-        done |= self._pet_named_later(turn)
+        done |= self._pet_named_later(turn, speaker.name, number)
         for token in turn.doc:
             if token.lemma_.casefold() in _OCCUPATIONS and token.i not in done:
                 named = _named(token)  # "a nurse called Femi"
@@ -589,15 +587,9 @@ class _Batch:
                 if self.plausible(name):
                     self._place_facts(token.head, self.acc(name), turn)
 
-    def _turn_number(self, turn: ParsedTurn) -> int:
-        """The speaker's count of turns, this one included (it is counted in ``_pet_named_later``)."""
-        return self.turns_read.get(turn.utterance.speaker, 0) + 1
-
-    def _pet_named_later(self, turn: ParsedTurn) -> set[int]:
+    def _pet_named_later(self, turn: ParsedTurn, speaker: str, number: int) -> set[int]:
         """ "Her name's Coco", "We named her Luna": the name of the pet the speaker spoke of in
-        this turn or their previous one."""
-        speaker = turn.utterance.speaker
-        number = self.turns_read[speaker] = self.turns_read.get(speaker, 0) + 1
+        this turn (the speaker's ``number``-th) or their previous one."""
         pet = self.unnamed_pet.get(speaker)
         if pet is None or number - pet[1] > 1:
             return set()
