@@ -703,6 +703,8 @@ class AnchorStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError as exc:
+            if path.name == MANIFEST and not path.parent.exists():
+                raise AnchorStoreError("no such folder", path=str(path.parent)) from exc
             what = "no GRAVITY KB here (manifest.json missing)" if path.name == MANIFEST else "file missing"
             raise AnchorStoreError(what, path=str(path)) from exc
         except OSError as exc:

@@ -30,8 +30,11 @@ def test_show_writes_the_page_beside_the_kb_by_default(
 def test_show_without_a_kb_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["show", str(tmp_path / "nothing"), "-o", str(tmp_path / "a.html")], capsys)
     assert code == 1
-    assert err.count("\n") == 1 and err.startswith("gravity: error: ") and "no GRAVITY KB here" in err
+    assert err.count("\n") == 1 and err.startswith("gravity: error: ") and "nothing: no such folder" in err
     assert not (tmp_path / "a.html").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(["show", str(tmp_path / "empty"), "-o", str(tmp_path / "a.html")], capsys)
+    assert code == 1 and err.count("\n") == 1 and "empty/manifest.json: no GRAVITY KB here" in err
 
 
 def test_show_into_a_folder_fails_in_one_line(
