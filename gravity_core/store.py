@@ -415,6 +415,33 @@ class AnchorStore:
         embedder, dim = journal.embedder or ("", 0)
         return LoadedKB(kb, AnchorVectors(embedder=embedder, dim=dim), None, journal.end)
 
+    def stamp(self) -> tuple[int, ...] | None:
+        """A cheap mark of the manifest as it is now: one ``stat``, nothing read or parsed.
+
+        Every manifest write replaces the file (temp file + ``os.replace``), so its inode, size and
+        times change; a reader that keeps the stamp of what it loaded can tell, per query, whether
+        it must look again (then :meth:`current_version` says if the KB really changed). ``None``
+        when the manifest is missing or cannot be stat'ed (an OS error is not raised here: the
+        reader's next :meth:`load` reports it).
+        """
+        try:
+            st = os.stat(self.directory / MANIFEST)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    @_os_errors("read")
+    def current_version(self) -> tuple[int, str] | None:
+        """The generation the manifest names and the manifest's own digest (``None``: no readable KB).
+
+        Two reads giving the same version saw the same KB; a new save, a rollback or a KB made again
+        from scratch in the same folder (whose generation numbers start over) gives another.
+        """
+        manifest = self._peek_manifest()
+        if manifest is None:
+            return None
+        return int(manifest["generation"]), str(manifest.get("digest") or manifest.get("saved_at") or "")
+
     @_os_errors("read")
     def state(self) -> tuple[int | None, int]:
         """The current generation and the journal's size: what changes when another build writes."""

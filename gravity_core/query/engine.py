@@ -5,20 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gravity_core.anchor_vectors import (
-    ANCHOR_KINDS,
-    EXPANSION_KIND,
-    KindVectors,
-    expansion_key,
-    summary_vectors,
-)
+from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors, KindVectors, expansion_key
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
@@ -26,11 +20,21 @@ from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.expansion import expand
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
 from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.query.live import (
+    BuilderSource,
+    FixedKB,
+    KBSource,
+    KBView,
+    LiveKB,
+    StoreSource,
+    first_reading,
+)
 from gravity_core.query.selection import select
+from gravity_core.query.state import KBSnapshot
 from gravity_core.query.temporal_match import parse_temporal_query, temporal_event_matches
 from gravity_core.query.types import AnchorContext, ScoredAnchor
 from gravity_core.schema import AnchorKind, KnowledgeBase
-from gravity_core.store import AnchorStore
+from gravity_core.store import AnchorStore, LoadedKB
 from gravity_core.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -47,8 +51,17 @@ _ORDER = (AnchorKind.ENTITY, AnchorKind.TOPIC, AnchorKind.EVENT)
 class GravityEngine:
     """Answers ``query(question)`` with anchors, expanded queries and prompt blocks.
 
-    Everything that depends only on the KB (lexicon, vectors) is prepared once here; a query
-    embeds the question once (or takes the host's embedding) and reuses it for every module.
+    Everything that depends only on the KB (lexicon, vectors) is prepared once per KB version
+    (a :class:`~gravity_core.query.state.KBSnapshot`); a query embeds the question once (or takes
+    the host's embedding) and reuses it for every module.
+
+    An engine made with :meth:`from_dir` or :meth:`from_builder` follows its KB (``follow=True``,
+    the default): each query first checks, cheaply, whether the KB changed (one ``stat`` of the
+    folder's manifest, or identity checks of the builder's vectors) and if so reads it again and
+    swaps in the new version whole. A query uses one version from start to end, so it never sees a
+    half-written or half-read KB; if the new version cannot be read yet, the one loaded stays in
+    use (see :mod:`gravity_core.query.live`). :attr:`revision` counts the versions served, for
+    caches built on the engine. An engine made from a KB object directly is a snapshot.
 
     Args:
         kb: the knowledge base.
@@ -73,23 +86,18 @@ class GravityEngine:
         summary_vectors: KindVectors | None = None,
         expansion_vectors: KindVectors | None = None,
     ) -> None:
-        if index.embedder and index.embedder != embedder.name:
-            raise ConfigurationError(
-                f"the KB's vectors were made by '{index.embedder}', "
-                f"but the query embedder is '{embedder.name}'"
-            )
-        self.kb = kb
-        self.index = index
+        _check_embedder(index.embedder, embedder)
         self.embedder = embedder
         self.config = config or QueryConfig()
         self.counter = counter or TokenCounter()
-        self.lexicon = AnchorLexicon.from_kb(kb)
-        self.rendered = RenderedAnchors(kb, counter=self.counter)
-        self._summary_vectors = summary_vectors
-        self._expansions = expansion_vectors or KindVectors()
-        self._expansion_rows = self._expansions.row_of()
-        self._summary_lock = threading.Lock()
-        self.reference_date = self.lexicon.latest_day or date.today()
+        first = KBSnapshot.of(
+            kb,
+            index,
+            counter=self.counter,
+            expansion_vectors=expansion_vectors,
+            summary_vectors=summary_vectors,
+        )
+        self._view: KBView = FixedKB(first)
 
     @classmethod
     def from_dir(
@@ -99,8 +107,9 @@ class GravityEngine:
         embedder: Embedder | None = None,
         config: QueryConfig | None = None,
         index: AnchorIndex | None = None,
+        follow: bool = True,
     ) -> GravityEngine:
-        """Load a KB folder written by ``gravity build``.
+        """Load a KB folder written by ``gravity build``, and (by default) follow it.
 
         Args:
             kb_dir: the KB folder.
@@ -108,42 +117,152 @@ class GravityEngine:
             config: default query settings.
             index: where the anchor vectors are searched: the in-process numpy index by default,
                 or a :class:`~gravity_core.query.index.ChromaAnchorIndex` (embedded or a server,
-                so several processes share one copy), which is synced with the KB first.
+                so several processes share one copy), which is synced with the KB first (and again
+                at each new version the engine follows).
+            follow: serve the folder's newest complete generation at every query (a build by
+                another process or thread shows up at its next save); ``False`` keeps the
+                generation loaded now.
+
+        Raises:
+            AnchorStoreError: the folder holds no KB, or it does not load.
+            ConfigurationError: ``follow`` with an ``index`` the engine cannot bring up to date
+                (anything but a ``ChromaAnchorIndex``), or an ``embedder`` other than the KB's.
         """
         from gravity_core.providers import embedder_from_name
 
-        loaded = AnchorStore(kb_dir).load(vector_kinds=ANCHOR_KINDS)  # the turn vectors are the builder's
+        if follow and index is not None and not isinstance(index, ChromaAnchorIndex):
+            raise ConfigurationError(
+                f"an engine that follows its KB rebuilds or syncs its index at each new version; "
+                f"it cannot do so with a {type(index).__name__}: give a ChromaAnchorIndex, no index "
+                "(the numpy one), or follow=False"
+            )
+        source = StoreSource(AnchorStore(kb_dir))
+        loaded, mark = first_reading(source)
         chosen = embedder or embedder_from_name(loaded.vectors.embedder)
-        if index is None:
-            index = NumpyAnchorIndex.from_vectors(loaded.vectors)
-        elif isinstance(index, ChromaAnchorIndex):
-            index.sync(loaded.vectors)
-        return cls(
+        engine = cls(
             loaded.kb,
-            index,
+            _index_for(loaded.vectors, index, chosen),
             chosen,
             config=config,
             expansion_vectors=loaded.vectors.get(EXPANSION_KIND),
         )
+        engine._view = engine._view_of(source, loaded, mark, index, follow)
+        return engine
 
     @classmethod
-    def from_builder(cls, builder: AnchorBuilder, *, config: QueryConfig | None = None) -> GravityEngine:
-        """An engine over what ``builder`` holds now (in memory, numpy index); make a new one after ``add``.
+    def from_builder(
+        cls, builder: AnchorBuilder, *, config: QueryConfig | None = None, follow: bool = True
+    ) -> GravityEngine:
+        """An engine over what ``builder`` holds (in memory, numpy index), following its ``add``s.
+
+        With ``follow`` (the default) a query after ``builder.add(...)`` sees what it added; with
+        ``follow=False`` the engine keeps what the builder held when it was made. Either way the
+        engine reads a copy of the builder's KB, so a later ``add`` does not change it under a
+        query. A query must not overlap an ``add`` running in another thread (see
+        :class:`~gravity_core.query.live.BuilderSource`); across threads or processes, give the
+        builder a store and follow the folder with :meth:`from_dir`.
 
         Example:
             ```python
-            builder.add(session_utterances)
             engine = GravityEngine.from_builder(builder)
+            builder.add(session_utterances)
+            engine.query("Where does Maya work now?")   # sees the new session
             ```
         """
-        vectors = builder.vectors  # brought up to date by every add
-        return cls(
-            builder.kb,
-            NumpyAnchorIndex.from_vectors(vectors),
+        source = BuilderSource(builder)
+        loaded, mark = first_reading(source)
+        engine = cls(
+            loaded.kb,
+            NumpyAnchorIndex.from_vectors(loaded.vectors),
             builder.embedder,
             config=config,
-            expansion_vectors=vectors.get(EXPANSION_KIND),
+            expansion_vectors=loaded.vectors.get(EXPANSION_KIND),
         )
+        engine._view = engine._view_of(source, loaded, mark, None, follow)
+        return engine
+
+    def _view_of(
+        self, source: KBSource, loaded: LoadedKB, mark: object, index: AnchorIndex | None, follow: bool
+    ) -> KBView:
+        """How this engine (just made over ``loaded``) reads its KB from now on."""
+        first = replace(self._view.snapshot, generation=loaded.generation)
+        if not follow:
+            return FixedKB(first)
+
+        def prepare(fresh: LoadedKB, revision: int) -> KBSnapshot:
+            _check_embedder(fresh.vectors.embedder, self.embedder)
+            return KBSnapshot.of(
+                fresh.kb,
+                _index_for(fresh.vectors, index, self.embedder),
+                counter=self.counter,
+                expansion_vectors=fresh.vectors.get(EXPANSION_KIND),
+                generation=fresh.generation,
+                revision=revision,
+            )
+
+        return LiveKB(source, prepare, first, mark)
+
+    # -- the KB served -------------------------------------------------------------------------
+
+    @property
+    def follows(self) -> bool:
+        """Whether the engine follows its KB folder or builder (see :meth:`from_dir`)."""
+        return self._view.follows
+
+    def refresh(self) -> bool:
+        """Check the KB now (a query does this itself); whether a new version is served.
+
+        Also retries at once a new version that could not be read before (a query waits for the
+        retry interval). An engine that does not follow returns ``False``.
+        """
+        return self._view.refresh()
+
+    @property
+    def snapshot(self) -> KBSnapshot:
+        """The KB version served now, with what was prepared from it (no check is made)."""
+        return self._view.snapshot
+
+    def current_snapshot(self) -> KBSnapshot:
+        """The KB version a query started now would use: checks for a new one first, as a query does.
+
+        For a cache on the engine: key its answers on the snapshot's ``revision``.
+        """
+        return self._view.current()
+
+    @property
+    def revision(self) -> int:
+        """Counts the KB versions this engine has served (0 for the first); a cache keys on it."""
+        return self._view.snapshot.revision
+
+    @property
+    def generation(self) -> int | None:
+        """The store generation served now (``None`` for a KB that did not come from a folder)."""
+        return self._view.snapshot.generation
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        """The knowledge base served now."""
+        return self._view.snapshot.kb
+
+    @property
+    def index(self) -> AnchorIndex:
+        """The anchor index of the KB served now."""
+        return self._view.snapshot.index
+
+    @property
+    def lexicon(self) -> AnchorLexicon:
+        """The native-matching tables of the KB served now."""
+        return self._view.snapshot.lexicon
+
+    @property
+    def rendered(self) -> RenderedAnchors:
+        """The rendered anchors of the KB served now."""
+        return self._view.snapshot.rendered
+
+    @property
+    def reference_date(self) -> date:
+        """The date questions are asked by default: the KB's latest day (else today)."""
+        return self._view.snapshot.reference_date
 
     def fit_anchors(self, context: AnchorContext, token_budget: int) -> tuple[str, int]:
         """``context``'s anchors formatted again within ``token_budget`` tokens: ``(text, tokens)``.
@@ -154,8 +273,13 @@ class GravityEngine:
         """
         if token_budget < 1:
             return "", 0
+        served = self._view.snapshot
         _, text, _, tokens = format_blocks(
-            self.kb, context.anchors, counter=self.counter, token_budget=token_budget, rendered=self.rendered
+            served.kb,
+            context.anchors,
+            counter=self.counter,
+            token_budget=token_budget,
+            rendered=served.rendered,
         )
         return text, tokens
 
@@ -171,8 +295,9 @@ class GravityEngine:
 
     def known_expansion_vectors(self, expansions: Sequence[str]) -> list[np.ndarray | None]:
         """The stored vector of each expanded query (``None`` for one the build did not embed)."""
-        rows = [self._expansion_rows.get(expansion_key(text)) for text in expansions]
-        return [None if row is None else self._expansions.matrix[row] for row in rows]
+        served = self._view.snapshot
+        rows = [served.expansion_rows.get(expansion_key(text)) for text in expansions]
+        return [None if row is None else served.expansions.matrix[row] for row in rows]
 
     def query(
         self,
@@ -192,17 +317,18 @@ class GravityEngine:
             question_date: the date the question is asked, for phrases such as "last month"
                 (default: the date of the KB's latest utterance).
         """
+        served = self._view.current()  # one KB version for the whole query
         cfg = config or self.config
         vector = self._vector(question, query_embedding)
         if cfg.mode is ContextMode.SUMMARIES:
-            return self._summaries(question, vector, cfg)
-        selected = self._select(question, vector, cfg, question_date or self.reference_date)
+            return self._summaries(served, question, vector, cfg)
+        selected = self._select(served, question, vector, cfg, question_date or served.reference_date)
         floor = cfg.relevance_floor if cfg.relevance_floor is not None else self.relevance_floor
         if not _relevant(question, selected, floor, cfg.rerank):
             selected = []
-        expansions = expand(self.kb, selected, cfg.expansion_budget, question) if cfg.expand else []
+        expansions = expand(served.kb, selected, cfg.expansion_budget, question) if cfg.expand else []
         blocks, text, kept, tokens = format_blocks(
-            self.kb, selected, counter=self.counter, token_budget=cfg.token_budget, rendered=self.rendered
+            served.kb, selected, counter=self.counter, token_budget=cfg.token_budget, rendered=served.rendered
         )
         return AnchorContext(question, kept, expansions, blocks, text, tokens)
 
@@ -230,31 +356,34 @@ class GravityEngine:
         norm = float(np.linalg.norm(vector))
         return vector / norm if norm > 0 else vector
 
-    def _select(self, question: str, vector: np.ndarray, cfg: QueryConfig, today: date) -> list[ScoredAnchor]:
+    def _select(
+        self, served: KBSnapshot, question: str, vector: np.ndarray, cfg: QueryConfig, today: date
+    ) -> list[ScoredAnchor]:
         selected: list[ScoredAnchor] = []
-        named = list(self.lexicon.participants(question))
+        lexicon, index = served.lexicon, served.index
+        named = list(lexicon.participants(question))
         for kind in _ORDER:
             if kind not in cfg.modules:
                 continue
             if kind is AnchorKind.ENTITY:
-                native = self.lexicon.entities(question, cfg.candidate_pool)
+                native = lexicon.entities(question, cfg.candidate_pool)
             elif kind is AnchorKind.TOPIC:
-                native = self.lexicon.topics(question, cfg.candidate_pool)
+                native = lexicon.topics(question, cfg.candidate_pool)
             else:
-                native = self.lexicon.events(question, cfg.candidate_pool, named)
+                native = lexicon.events(question, cfg.candidate_pool, named)
             reserved: list[ScoredAnchor] = []
             if kind is AnchorKind.EVENT and cfg.temporal_slots:
                 temporal = parse_temporal_query(question, today)
                 matches = temporal_event_matches(
-                    self.kb, temporal, self.lexicon, native, min(cfg.temporal_slots, cfg.k_event)
+                    served.kb, temporal, lexicon, native, min(cfg.temporal_slots, cfg.k_event)
                 )
                 if matches:
-                    cosines = self.index.similarities(kind, vector, [i for i, _ in matches])
+                    cosines = index.similarities(kind, vector, [i for i, _ in matches])
                     reserved = [ScoredAnchor(kind, i, cosines.get(i, s), "temporal") for i, s in matches]
             chosen = select(
                 kind,
                 native,
-                self.index,
+                index,
                 vector,
                 k=cfg.k_for(kind) - len(reserved),
                 sigma=cfg.sigma_for(kind),
@@ -267,23 +396,40 @@ class GravityEngine:
 
     @property
     def summary_vectors(self) -> KindVectors:
-        """Vectors of the KB's batch summaries (embedded once, at first use)."""
-        with self._summary_lock:
-            if self._summary_vectors is None:
-                self._summary_vectors = summary_vectors(self.kb, self.embedder)
-            return self._summary_vectors
+        """Vectors of the served KB's batch summaries (embedded once per KB version, at first use)."""
+        return self._view.snapshot.summary_vectors(self.embedder)
 
-    def _summaries(self, question: str, vector: np.ndarray, cfg: QueryConfig) -> AnchorContext:
-        summaries = self.summary_vectors
+    def _summaries(
+        self, served: KBSnapshot, question: str, vector: np.ndarray, cfg: QueryConfig
+    ) -> AnchorContext:
+        summaries = served.summary_vectors(self.embedder)
         if not summaries.ids:
             raise ConfigurationError(
                 "the '+Sum' baseline needs a KB built with batch summaries; this one has none"
             )
         scores = summaries.matrix @ vector
         best = np.argsort(-scores, kind="stable")[: cfg.k_summary]
-        records = [self.kb.summaries[summaries.ids[i]] for i in best if summaries.ids[i] in self.kb.summaries]
+        kb = served.kb
+        records = [kb.summaries[summaries.ids[i]] for i in best if summaries.ids[i] in kb.summaries]
         blocks, text, tokens = format_summaries(records, counter=self.counter, token_budget=cfg.token_budget)
         return AnchorContext(question, [], [], blocks, text, tokens)
+
+
+def _check_embedder(made_by: str, embedder: Embedder) -> None:
+    if made_by and made_by != embedder.name:
+        raise ConfigurationError(
+            f"the KB's vectors were made by '{made_by}', but the query embedder is '{embedder.name}'"
+        )
+
+
+def _index_for(vectors: AnchorVectors, given: AnchorIndex | None, embedder: Embedder) -> AnchorIndex:
+    """The index to search ``vectors`` with: a new numpy one, or ``given`` (a Chroma index synced first)."""
+    if given is None:
+        return NumpyAnchorIndex.from_vectors(vectors)
+    if isinstance(given, ChromaAnchorIndex):
+        _check_embedder(vectors.embedder, embedder)  # before the sync rewrites the collections
+        given.sync(vectors)
+    return given
 
 
 def _relevant(question: str, selected: Sequence[ScoredAnchor], floor: float | None, reranked: bool) -> bool:

@@ -1,0 +1,309 @@
+"""An engine's KB kept current: a cheap check per query, an atomic swap when the KB changed.
+
+A :class:`LiveKB` serves :class:`~gravity_core.query.state.KBSnapshot` objects read from a
+:class:`KBSource`: a KB folder (:class:`StoreSource`) or an in-process builder
+(:class:`BuilderSource`). :meth:`LiveKB.current` asks the source whether anything may have changed
+(one ``stat`` of the manifest, or a few identity checks of the builder's vectors); only then is the
+KB read again and a new snapshot prepared, and only a complete one replaces the one served. If the
+new KB cannot be read (a damaged generation, a folder that is gone, vectors of another embedder),
+the snapshot already served stays and the read is tried again later, at growing intervals.
+
+What "newest complete" means for a folder: the generation the manifest names. A build's journal
+checkpoints between generations are not visible to readers (they carry no vectors, and
+:meth:`AnchorStore.load <gravity_core.store.AnchorStore.load>` reads whole generations only), so a
+long build shows up at its full saves: the ones it makes when the journal outgrows the generation,
+and the one at its end.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from gravity_core.anchor_vectors import ANCHOR_KINDS, AnchorVectors
+from gravity_core.errors import GravityError
+from gravity_core.query.state import KBSnapshot
+from gravity_core.store import AnchorStore, LoadedKB
+
+if TYPE_CHECKING:
+    from gravity_core.build.builder import AnchorBuilder
+
+__all__ = [
+    "BuilderSource",
+    "FixedKB",
+    "KBSource",
+    "KBView",
+    "LiveKB",
+    "Reading",
+    "StoreSource",
+    "first_reading",
+]
+
+logger = logging.getLogger(__name__)
+
+#: First wait before a KB that failed to load is read again; it doubles up to the maximum.
+RETRY_AFTER_S = 0.5
+MAX_RETRY_AFTER_S = 30.0
+
+Reading = tuple[LoadedKB, object]
+"""What a source read, and the mark to :meth:`KBSource.accept` once it is served."""
+
+
+class KBSource(Protocol):
+    """Where a following engine's KB comes from."""
+
+    def changed(self) -> bool:
+        """Whether the KB may differ from the one last accepted (cheap: called once per query)."""
+        ...
+
+    def read(self) -> Reading | None:
+        """The KB now, or ``None`` when it is the one last accepted after all."""
+        ...
+
+    def accept(self, mark: object) -> None:
+        """The KB read with ``mark`` is served now."""
+        ...
+
+
+class _Unseen:
+    """Marks a source that has accepted nothing yet (never equal to a stamp or a version)."""
+
+
+_UNSEEN = _Unseen()
+
+
+class StoreSource:
+    """A KB folder: changed when its manifest was written again, read as its current generation.
+
+    The per-query check is :meth:`AnchorStore.stamp` (one ``stat``). When the stamp moved, the
+    manifest is read: the same generation and digest (a manifest written again with the same
+    content, or a stamp that moved for another reason) reads nothing more.
+
+    Args:
+        store: the KB folder's store.
+    """
+
+    def __init__(self, store: AnchorStore) -> None:
+        self.store = store
+        self._stamp: object = _UNSEEN
+        self._version: object = _UNSEEN
+
+    def __repr__(self) -> str:
+        return f"StoreSource({str(self.store.directory)!r})"
+
+    def changed(self) -> bool:
+        return self.store.stamp() != self._stamp
+
+    def read(self) -> Reading | None:
+        stamp = self.store.stamp()
+        version = self.store.current_version()
+        if version is not None and version == self._version:
+            self._stamp = stamp
+            return None
+        loaded = self.store.load(vector_kinds=ANCHOR_KINDS)  # the turn vectors are the builder's
+        if version is not None and loaded.generation == version[0]:
+            return loaded, (stamp, version)
+        # A save landed between the manifest read and the load: look again at the next query.
+        return loaded, (_UNSEEN, (loaded.generation, ""))
+
+    def accept(self, mark: object) -> None:
+        assert isinstance(mark, tuple)
+        self._stamp, self._version = mark
+
+
+class BuilderSource:
+    """An in-process :class:`~gravity_core.build.builder.AnchorBuilder`: changed by each ``add`` that adds.
+
+    Every ``add`` that extracts something ends by embedding the changed anchors, which replaces
+    each kind's :class:`~gravity_core.anchor_vectors.KindVectors`; the check compares those
+    objects (and the builder's KB and vectors objects) by identity. A read copies the KB, so the
+    snapshot served is not changed by the builder's next ``add``.
+
+    Queries must not overlap an ``add`` running in another thread while the engine reads the
+    builder again: the builder changes its KB in place and offers no lock to read it under. A
+    builder in another thread or process should write to a store, and the engine follow the folder
+    (:meth:`GravityEngine.from_dir <gravity_core.query.engine.GravityEngine.from_dir>`).
+
+    Args:
+        builder: the builder.
+    """
+
+    def __init__(self, builder: AnchorBuilder) -> None:
+        self.builder = builder
+        self._seen: tuple[object, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"BuilderSource({self.builder!r})"
+
+    def _mark(self) -> tuple[object, ...]:
+        vectors = self.builder.vectors
+        return (self.builder.kb, vectors, *(vectors.kinds.get(kind) for kind in ANCHOR_KINDS))
+
+    def changed(self) -> bool:
+        mark = self._mark()
+        return len(mark) != len(self._seen) or any(a is not b for a, b in zip(mark, self._seen, strict=True))
+
+    def read(self) -> Reading | None:
+        mark = self._mark()
+        if len(mark) == len(self._seen) and all(a is b for a, b in zip(mark, self._seen, strict=True)):
+            return None
+        vectors = self.builder.vectors
+        kinds = {kind: rows for kind in ANCHOR_KINDS if (rows := vectors.kinds.get(kind)) is not None}
+        # Each KindVectors is replaced, never changed, by the builder's next refresh: shared as is.
+        copied = AnchorVectors(embedder=vectors.embedder, dim=vectors.dim, kinds=kinds)
+        return LoadedKB(kb=self.builder.kb.model_copy(deep=True), vectors=copied, generation=None), mark
+
+    def accept(self, mark: object) -> None:
+        assert isinstance(mark, tuple)
+        self._seen = mark
+
+
+class KBView(Protocol):
+    """What an engine reads its KB through."""
+
+    @property
+    def snapshot(self) -> KBSnapshot:
+        """The snapshot served now (no check)."""
+        ...
+
+    @property
+    def follows(self) -> bool:
+        """Whether the snapshot follows a source."""
+        ...
+
+    def current(self) -> KBSnapshot:
+        """The snapshot a query should use: the newest complete one."""
+        ...
+
+    def refresh(self) -> bool:
+        """Check the source now; whether a new snapshot is served."""
+        ...
+
+
+class FixedKB:
+    """A snapshot that never changes (an engine made from a KB object, or with ``follow=False``)."""
+
+    def __init__(self, snapshot: KBSnapshot) -> None:
+        self._snapshot = snapshot
+
+    @property
+    def snapshot(self) -> KBSnapshot:
+        return self._snapshot
+
+    @property
+    def follows(self) -> bool:
+        return False
+
+    def current(self) -> KBSnapshot:
+        return self._snapshot
+
+    def refresh(self) -> bool:
+        return False
+
+
+class LiveKB:
+    """The newest complete snapshot of a :class:`KBSource`; thread-safe.
+
+    Args:
+        source: where the KB comes from.
+        prepare: makes the snapshot of a KB read from ``source`` (``revision`` numbers it); it may
+            raise a :class:`~gravity_core.errors.GravityError` (e.g. vectors of another embedder),
+            and then the current snapshot stays.
+        first: the snapshot to serve until the source changes.
+        first_mark: the mark of the KB ``first`` was made from (see :meth:`KBSource.accept`).
+        clock: monotonic seconds (for the retry intervals).
+    """
+
+    def __init__(
+        self,
+        source: KBSource,
+        prepare: Callable[[LoadedKB, int], KBSnapshot],
+        first: KBSnapshot,
+        first_mark: object,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = source
+        self._prepare = prepare
+        self._snapshot = first
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._retry_at = 0.0
+        self._wait = RETRY_AFTER_S
+        source.accept(first_mark)
+
+    @property
+    def snapshot(self) -> KBSnapshot:
+        return self._snapshot
+
+    @property
+    def follows(self) -> bool:
+        return True
+
+    @property
+    def source(self) -> KBSource:
+        """Where the KB comes from."""
+        return self._source
+
+    def current(self) -> KBSnapshot:
+        """The served snapshot, read again first if the source changed (and no failed read is waiting).
+
+        Unchanged, this costs one :meth:`KBSource.changed` call and no lock. When several threads
+        find a change, one reads and the others wait for its snapshot.
+        """
+        if not self._source.changed() or self._clock() < self._retry_at:
+            return self._snapshot
+        with self._lock:
+            if self._clock() >= self._retry_at and self._source.changed():
+                self._reload()
+            return self._snapshot
+
+    def refresh(self) -> bool:
+        """Check the source now, even while a failed read waits for its retry; whether it changed."""
+        with self._lock:
+            return self._source.changed() and self._reload()
+
+    def _reload(self) -> bool:
+        before = self._snapshot
+        try:
+            reading = self._source.read()
+            if reading is None:
+                return False
+            loaded, mark = reading
+            fresh = self._prepare(loaded, before.revision + 1)
+        except (GravityError, OSError) as exc:
+            self._retry_at = self._clock() + self._wait
+            logger.warning(
+                "%s changed but cannot be read yet (%s); still serving %s, trying again in %.1f s",
+                self._source,
+                exc,
+                _describe(before),
+                self._wait,
+            )
+            self._wait = min(self._wait * 2, MAX_RETRY_AFTER_S)
+            return False
+        self._source.accept(mark)
+        self._snapshot = fresh  # one assignment: a query sees the old snapshot or the new one
+        self._retry_at, self._wait = 0.0, RETRY_AFTER_S
+        logger.info("%s: now serving %s (was %s)", self._source, _describe(fresh), _describe(before))
+        return True
+
+
+def _describe(snapshot: KBSnapshot) -> str:
+    kb = snapshot.kb
+    where = f"generation {snapshot.generation}" if snapshot.generation is not None else "the builder's KB"
+    return (
+        f"{where} ({len(kb.utterances)} utterances, {len(kb.entities)} entities, "
+        f"{len(kb.events)} events, {len(kb.topics)} topics)"
+    )
+
+
+def first_reading(source: KBSource) -> Reading:
+    """A new source's KB (for an engine's first snapshot); raises what the source raises."""
+    reading = source.read()
+    if reading is None:  # pragma: no cover - a fresh source has accepted nothing
+        raise AssertionError(f"{source!r} read nothing on its first read")
+    return reading

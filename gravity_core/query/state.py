@@ -1,0 +1,86 @@
+"""What a query reads of one KB: the KB and everything prepared from it, as one immutable snapshot.
+
+An engine that follows its KB (:mod:`gravity_core.query.live`) swaps whole snapshots: a query takes
+one at its start and reads only it, so it never mixes two versions of the KB, whatever a reload
+does meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import date
+
+from gravity_core.anchor_vectors import KindVectors, summary_vectors
+from gravity_core.embeddings.base import Embedder
+from gravity_core.query.blocks import RenderedAnchors
+from gravity_core.query.index import AnchorIndex
+from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.schema import KnowledgeBase
+from gravity_core.tokens import TokenCounter
+
+__all__ = ["KBSnapshot"]
+
+
+@dataclass(frozen=True, eq=False)
+class KBSnapshot:
+    """One KB as a query sees it: the KB, its vectors' index, lexicon, renderings and stored vectors.
+
+    Attributes:
+        kb: the knowledge base (not changed while the snapshot is served).
+        index: the anchor vectors.
+        lexicon: native-matching tables of ``kb``.
+        rendered: memo of ``kb``'s rendered anchors.
+        expansions: stored vectors of expanded queries.
+        expansion_rows: expansion key -> row of ``expansions``.
+        reference_date: the default question date (the KB's latest day, else today).
+        generation: the store generation it was read from (``None``: not from a store).
+        revision: counts the snapshots an engine has served, starting at 0.
+    """
+
+    kb: KnowledgeBase
+    index: AnchorIndex
+    lexicon: AnchorLexicon
+    rendered: RenderedAnchors
+    expansions: KindVectors
+    expansion_rows: dict[str, int]
+    reference_date: date
+    generation: int | None = None
+    revision: int = 0
+    _summaries: list[KindVectors] = field(default_factory=list, repr=False)
+    _summary_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        kb: KnowledgeBase,
+        index: AnchorIndex,
+        *,
+        counter: TokenCounter,
+        expansion_vectors: KindVectors | None = None,
+        summary_vectors: KindVectors | None = None,
+        generation: int | None = None,
+        revision: int = 0,
+    ) -> KBSnapshot:
+        """Prepare everything a query needs from ``kb`` (lexicon, renderings, expansion rows)."""
+        lexicon = AnchorLexicon.from_kb(kb)
+        expansions = expansion_vectors or KindVectors()
+        return cls(
+            kb=kb,
+            index=index,
+            lexicon=lexicon,
+            rendered=RenderedAnchors(kb, counter=counter),
+            expansions=expansions,
+            expansion_rows=expansions.row_of(),
+            reference_date=lexicon.latest_day or date.today(),
+            generation=generation,
+            revision=revision,
+            _summaries=[] if summary_vectors is None else [summary_vectors],
+        )
+
+    def summary_vectors(self, embedder: Embedder) -> KindVectors:
+        """Vectors of the KB's batch summaries (embedded once, at first use)."""
+        with self._summary_lock:
+            if not self._summaries:
+                self._summaries.append(summary_vectors(self.kb, embedder))
+            return self._summaries[0]
