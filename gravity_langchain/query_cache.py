@@ -5,6 +5,10 @@ need the same :class:`~gravity_core.query.types.AnchorContext` (the retriever it
 runnable its text), and LangChain runs the two branches at the same time. A
 :class:`GravityQueryCache` given to both computes it once: the first caller runs the query, a
 caller that arrives while it runs waits for that result, and the last few results are kept.
+
+The cache follows its engine's KB: results are kept per KB version (``engine.revision``), and each
+lookup first lets an engine that follows its KB check for a new version (one ``stat``), so a chain
+built once serves the anchors of sessions added after it was built.
 """
 
 from __future__ import annotations
@@ -27,14 +31,17 @@ __all__ = ["GravityQueryCache"]
 
 logger = logging.getLogger(__name__)
 
-_Key = tuple[str, QueryConfig]
+_Key = tuple[int, str, QueryConfig]
 
 
 class GravityQueryCache:
     """Runs ``engine.query`` once per (question, config) and shares the result; thread-safe.
 
-    The engine is read-only and deterministic, so a cached answer stays right for as long as the
-    engine object lives; build a new cache with a new engine.
+    An engine's answer depends only on the question, the config and the KB version it serves, so
+    results are kept per version: when the engine follows its KB (``GravityEngine.from_dir`` or
+    ``from_builder``) and a new version appears, the cache forgets the old answers and the next
+    lookup runs the engine again. A query running while the version changes still finishes, but
+    its answer is not kept.
 
     Args:
         engine: the GRAVITY engine.
@@ -56,6 +63,7 @@ class GravityQueryCache:
         self._lock = threading.Lock()
         self._done: OrderedDict[_Key, AnchorContext] = OrderedDict()
         self._running: dict[_Key, Future[AnchorContext]] = {}
+        self._revision = engine.revision  # the KB version the kept answers belong to
 
     def __len__(self) -> int:
         return len(self._done)
@@ -75,8 +83,13 @@ class GravityQueryCache:
             query_embedding: the question's vector from the same model as the engine's embedder,
                 used if this call is the one that runs the query.
         """
-        key = (question, config or self.engine.config)
+        revision = self.engine.current_snapshot().revision  # an engine that follows checks its KB here
+        key = (revision, question, config or self.engine.config)
         with self._lock:
+            if revision > self._revision:  # a new KB version (a lagging caller's older one clears nothing)
+                logger.debug("KB version %d: %d cached answers dropped", revision, len(self._done))
+                self._done.clear()
+                self._revision = revision
             done = self._done.get(key)
             if done is not None:
                 self._done.move_to_end(key)
@@ -88,7 +101,7 @@ class GravityQueryCache:
         if running is not None:
             return running.result()
         try:
-            result = self.engine.query(question, config=key[1], query_embedding=query_embedding)
+            result = self.engine.query(question, config=key[2], query_embedding=query_embedding)
         except BaseException as exc:
             with self._lock:
                 del self._running[key]
@@ -96,9 +109,10 @@ class GravityQueryCache:
             raise
         with self._lock:
             del self._running[key]
-            self._done[key] = result
-            while len(self._done) > self.maxsize:
-                self._done.popitem(last=False)
+            if revision == self._revision == self.engine.revision:
+                self._done[key] = result
+                while len(self._done) > self.maxsize:
+                    self._done.popitem(last=False)
         owned.set_result(result)
         return result
 
