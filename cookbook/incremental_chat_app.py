@@ -40,7 +40,7 @@ from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
-from gravity_langchain import GravityEmbeddings, build_gravity_chain, utterances_from_messages
+from gravity_langchain import ANCHORS_EVENT, GravityEmbeddings, build_gravity_chain, utterances_from_messages
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 USER = "Maya"
@@ -62,7 +62,7 @@ class AnchorsSeen(BaseCallbackHandler):
         self.selections: list[list[str]] = []
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
-        if name == "gravity_anchors":
+        if name == ANCHORS_EVENT:
             self.selections.append([f"{a['kind']} {a['id']}" for a in data["anchors"]])
 
 

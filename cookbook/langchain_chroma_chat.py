@@ -38,7 +38,7 @@ from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.store import AnchorStore
-from gravity_langchain import GravityEmbeddings, build_gravity_chain
+from gravity_langchain import ANCHORS_EVENT, GravityEmbeddings, build_gravity_chain
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 
@@ -59,7 +59,7 @@ class ShowRetrieval(BaseCallbackHandler):
     """Prints what GRAVITY selected and what the retriever returned, as the chain runs."""
 
     def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
-        if name == "gravity_anchors":
+        if name == ANCHORS_EVENT:
             chosen = ", ".join(f"{a['kind']} {a['id']} ({a['score']:.2f})" for a in data["anchors"][:6])
             print(f"  anchors:  {chosen}")
             print(f"  expanded: {len(data['expansions'])} extra searches of Chroma")

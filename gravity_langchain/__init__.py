@@ -10,6 +10,7 @@ try:
 except ImportError as _exc:
     raise MissingDependencyError("langchain-core", "langchain", "GRAVITY's LangChain integration") from _exc
 
+from gravity_langchain.batched_search import BatchedSearch, ChromaBatchedSearch
 from gravity_langchain.chain import (
     GRAVITY_PROMPT,
     RETRIEVED_MEMORIES,
@@ -23,14 +24,23 @@ from gravity_langchain.fusion import document_key, reciprocal_rank_fusion
 from gravity_langchain.messages import DEFAULT_ROLES, build_kb_from_messages, utterances_from_messages
 from gravity_langchain.models import LangChainChatModel, openai_chat_model
 from gravity_langchain.query_cache import GravityQueryCache
-from gravity_langchain.retriever import ANCHORS_EVENT, GravityRetriever, anchors_event_data
+from gravity_langchain.retriever import (
+    ANCHORS_EVENT,
+    QUESTION_DATE_KEY,
+    GravityRetriever,
+    anchors_event_data,
+    as_question_date,
+)
 from gravity_langchain.sgmem import SGMemRetriever, chunk_document, memory_document
 
 __all__ = [
     "ANCHORS_EVENT",
     "DEFAULT_ROLES",
     "GRAVITY_PROMPT",
+    "QUESTION_DATE_KEY",
     "RETRIEVED_MEMORIES",
+    "BatchedSearch",
+    "ChromaBatchedSearch",
     "GravityEmbeddings",
     "GravityQueryCache",
     "GravityRetriever",
@@ -38,6 +48,7 @@ __all__ = [
     "LangChainEmbedder",
     "SGMemRetriever",
     "anchors_event_data",
+    "as_question_date",
     "build_gravity_chain",
     "build_kb_from_messages",
     "chunk_document",

@@ -12,12 +12,18 @@ A chain that already retrieves from a vector store gains GRAVITY in two places::
 
 Give the retriever and the runnable the same :class:`~gravity_langchain.query_cache.GravityQueryCache`
 and the engine query runs once per question (:func:`build_gravity_chain` does this).
+
+**The question's date** ("last month" is resolved against it): pass it per call as
+``chain.invoke(inputs, config={"configurable": {"question_date": "2024-06-01"}})``. LangChain hands
+the configurable values to every runnable of the chain, so the retriever and the anchors runnable
+resolve the same date. :func:`build_gravity_chain` also reads a ``"question_date"`` key of its input
+dict. Without one, the ``question_date=`` given when building applies, else the KB's latest day.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from datetime import date, datetime
 from typing import Any
 
 from langchain_core.documents import Document
@@ -25,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import VectorStore
 
 from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
@@ -33,8 +39,15 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
+from gravity_core.query.types import AnchorContext
+from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.query_cache import GravityQueryCache
-from gravity_langchain.retriever import GravityRetriever
+from gravity_langchain.retriever import (
+    QUESTION_DATE_KEY,
+    GravityRetriever,
+    as_question_date,
+    configured_question_date,
+)
 
 __all__ = [
     "GRAVITY_PROMPT",
@@ -107,33 +120,90 @@ def _question_of(value: Any, question_key: str) -> str:
     )
 
 
+class _Anchors:
+    """The anchor context of a chain input, for the date the question is asked.
+
+    The date is the input's ``date_key`` (when given), else ``config["configurable"]["question_date"]``,
+    else ``question_date``; an undated question is answered through the shared cache, a dated one
+    by the engine (the cache keys on the question and the query settings only).
+    """
+
+    def __init__(
+        self,
+        cache: GravityQueryCache,
+        config: QueryConfig | None,
+        question_key: str,
+        question_date: date | None,
+        date_key: str | None,
+    ) -> None:
+        self.cache, self.config, self.question_key = cache, config, question_key
+        self.question_date, self.date_key = question_date, date_key
+
+    def input_date(self, value: Any) -> date | None:
+        """The date in the input dict's ``date_key``, if any."""
+        if self.date_key is None or not isinstance(value, Mapping):
+            return None
+        return as_question_date(value.get(self.date_key), f"the input's {self.date_key!r}")
+
+    def asked(self, value: Any, run_config: RunnableConfig | None) -> date | None:
+        given = self.input_date(value)
+        if given is not None:
+            return given
+        configured = configured_question_date(run_config)
+        return configured if configured is not None else self.question_date
+
+    def context(self, value: Any, run_config: RunnableConfig | None) -> AnchorContext:
+        question = _question_of(value, self.question_key)
+        asked = self.asked(value, run_config)
+        if asked is None:
+            return self.cache.get(question, config=self.config)
+        return self.cache.engine.query(question, config=self.config, question_date=asked)
+
+    async def acontext(self, value: Any, run_config: RunnableConfig | None) -> AnchorContext:
+        question = _question_of(value, self.question_key)
+        asked = self.asked(value, run_config)
+        if asked is None:
+            return await self.cache.aget(question, config=self.config)
+        return await self.cache.engine.aquery(question, config=self.config, question_date=asked)
+
+
 def gravity_anchors_runnable(
     source: GravityEngine | GravityQueryCache,
     question_key: str = "question",
     *,
     config: QueryConfig | None = None,
+    question_date: date | datetime | str | None = None,
 ) -> Runnable[Any, str]:
     """A runnable from the chain input (a question, or a dict with ``question_key``) to the anchors text.
 
     Use it as ``RunnablePassthrough.assign(gravity_anchors=gravity_anchors_runnable(cache))``. The text
     is :attr:`AnchorContext.text <gravity_core.query.types.AnchorContext>`: the priority instruction and
-    the three blocks, or ``""`` when no anchor qualifies.
+    the three blocks, or ``""`` when no anchor qualifies. The run is named ``"gravity_anchors"``.
+
+    The question is dated by ``config={"configurable": {"question_date": ...}}`` of the call (which
+    the :class:`GravityRetriever` of the same chain reads too), else by ``question_date``, else the
+    KB's latest day.
 
     Args:
         source: the engine, or a cache shared with a :class:`GravityRetriever` (then one engine
             query per question serves both).
         question_key: where the question is in a dict input.
         config: query settings (default: the engine's); use the retriever's so the cache is shared.
+        question_date: the date questions are asked (a date, a datetime or an ISO string).
+
+    Raises:
+        ConfigurationError: ``question_date`` (here or in the call's configurable) is not a date.
     """
     cache = source if isinstance(source, GravityQueryCache) else GravityQueryCache(source)
+    anchors = _Anchors(cache, config, question_key, as_question_date(question_date), None)
 
-    def anchors(value: Any) -> str:
-        return cache.get(_question_of(value, question_key), config=config).text
+    def text(value: Any, config: RunnableConfig) -> str:
+        return anchors.context(value, config).text
 
-    async def aanchors(value: Any) -> str:
-        return (await cache.aget(_question_of(value, question_key), config=config)).text
+    async def atext(value: Any, config: RunnableConfig) -> str:
+        return (await anchors.acontext(value, config)).text
 
-    return RunnableLambda(anchors, afunc=aanchors, name="gravity_anchors")
+    return RunnableLambda(text, afunc=atext, name="gravity_anchors")
 
 
 def build_gravity_chain(
@@ -147,12 +217,19 @@ def build_gravity_chain(
     token_budget: int | None = None,
     prompt: ChatPromptTemplate | None = None,
     question_key: str = "question",
+    question_date: date | datetime | str | None = None,
+    question_date_key: str = QUESTION_DATE_KEY,
+    batched_search: BatchedSearch | None = None,
 ) -> Runnable[Any, str]:
     """The whole chain: GRAVITY retrieval from the host's store, anchors, prompt, model, text out.
 
     The chain takes a question string or a dict with ``question_key`` (plus ``history``, a list of
-    messages, if the prompt has that placeholder) and returns the model's answer as a string. The
-    retriever and the anchors share one :class:`GravityQueryCache`.
+    messages, if the prompt has that placeholder, and ``question_date_key``) and returns the
+    model's answer as a string. The retriever and the anchors share one :class:`GravityQueryCache`.
+
+    The question's date, for "last month" and the like, is the input's ``question_date_key``, else
+    ``config={"configurable": {"question_date": ...}}`` of the call, else ``question_date``, else
+    the KB's latest day; the retrieval and the anchors use the same one.
 
     Args:
         engine: the GRAVITY engine.
@@ -171,6 +248,10 @@ def build_gravity_chain(
         prompt: a prompt with ``context``, ``gravity_anchors`` and ``question_key`` variables
             (default: :func:`gravity_prompt`).
         question_key: the input key of the question.
+        question_date: the date questions are asked (a date, a datetime or an ISO string).
+        question_date_key: the input key of a per-call question date.
+        batched_search: sends all of a question's vectors to the store in one request (see
+            :class:`GravityRetriever`; only with a vector store).
 
     Example:
         ```python
@@ -187,37 +268,65 @@ def build_gravity_chain(
             "expected a LangChain VectorStore or BaseRetriever, "
             f"got {type(vector_store_or_retriever).__name__}"
         )
+    if question_date_key == question_key:
+        raise ConfigurationError(f"question_date_key and question_key are both {question_key!r}")
     cache = GravityQueryCache(engine)
-    retriever = GravityRetriever(engine=engine, k=k, config=config, cache=cache, policy=policy, **host)
+    asked = as_question_date(question_date)
+    retriever = GravityRetriever(
+        engine=engine,
+        k=k,
+        config=config,
+        cache=cache,
+        policy=policy,
+        question_date=asked,
+        batched_search=batched_search,
+        **host,
+    )
+    anchors = _Anchors(cache, config, question_key, asked, question_date_key)
 
     def as_input(value: Any) -> dict[str, Any]:
         if isinstance(value, str):
             return {question_key: value}
         if isinstance(value, Mapping):
             _question_of(value, question_key)
+            anchors.input_date(value)  # a bad date fails before any search
             return dict(value)
         raise ConfigurationError(f"expected a question string or a dict, got {type(value).__name__}")
 
+    # The retriever reads the configurable date itself; the input's date is handed to it. (The
+    # inner functions' ``config`` is the run's RunnableConfig: RunnableLambda passes it by that name.)
+    def retrieve(value: dict[str, Any], config: RunnableConfig) -> list[Document]:
+        return retriever.invoke(value[question_key], config, question_date=anchors.input_date(value))
+
+    async def aretrieve(value: dict[str, Any], config: RunnableConfig) -> list[Document]:
+        return await retriever.ainvoke(value[question_key], config, question_date=anchors.input_date(value))
+
+    def anchor_context(value: Any, config: RunnableConfig) -> AnchorContext:
+        return anchors.context(value, config)
+
+    async def aanchor_context(value: Any, config: RunnableConfig) -> AnchorContext:
+        return await anchors.acontext(value, config)
+
+    def anchor_text(value: Any, config: RunnableConfig) -> str:
+        return anchors.context(value, config).text
+
+    async def aanchor_text(value: Any, config: RunnableConfig) -> str:
+        return (await anchors.acontext(value, config)).text
+
+    documents = RunnableLambda(retrieve, afunc=aretrieve, name="gravity_retrieval")
     if token_budget is None:
         retrieval: Runnable[Any, Any] = RunnablePassthrough.assign(
-            context=itemgetter(question_key) | retriever | format_documents,
-            gravity_anchors=gravity_anchors_runnable(cache, question_key, config=config),
+            context=documents | format_documents,
+            gravity_anchors=RunnableLambda(anchor_text, afunc=aanchor_text, name="gravity_anchors"),
         )
     else:
         if token_budget < 1:
             raise ConfigurationError(f"token_budget must be at least 1, got {token_budget}")
         share = _BudgetShare(engine, policy, config, token_budget)
-
-        def anchor_context(value: Any) -> Any:
-            return cache.get(_question_of(value, question_key), config=config)
-
-        async def aanchor_context(value: Any) -> Any:
-            return await cache.aget(_question_of(value, question_key), config=config)
-
-        retrieval = RunnablePassthrough.assign(
-            context=itemgetter(question_key) | retriever,
-            gravity_anchors=RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors"),
-        ) | RunnableLambda(share, name="gravity_budget")
+        contexts = RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors")
+        retrieval = RunnablePassthrough.assign(context=documents, gravity_anchors=contexts) | RunnableLambda(
+            share, name="gravity_budget"
+        )
     chosen_prompt = prompt if prompt is not None else gravity_prompt(question_key=question_key)
     return (
         RunnableLambda(as_input, name="gravity_input")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 import numpy as np
@@ -17,7 +20,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field
 
@@ -26,17 +29,91 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
-from gravity_langchain.batched_search import can_search_many, search_many_by_vector
+from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.embeddings import shares_embedder
 from gravity_langchain.fusion import document_key
 from gravity_langchain.query_cache import GravityQueryCache
 
-__all__ = ["ANCHORS_EVENT", "GravityRetriever", "anchors_event_data"]
+__all__ = [
+    "ANCHORS_EVENT",
+    "QUESTION_DATE_KEY",
+    "GravityRetriever",
+    "anchors_event_data",
+    "as_question_date",
+    "configured_question_date",
+    "refuse_unknown_arguments",
+]
 
 logger = logging.getLogger(__name__)
 
-ANCHORS_EVENT = "gravity_anchors"
-"""Name of the custom callback event that carries the selected anchors (``on_custom_event``)."""
+ANCHORS_EVENT = "gravity_anchors_selected"
+"""Name of the custom callback event that carries the selected anchors (``on_custom_event``).
+
+Not ``"gravity_anchors"``: that is the name of the anchors runnable's run (and the prompt variable).
+"""
+
+QUESTION_DATE_KEY = "question_date"
+"""The ``config["configurable"]`` key (and the chain's input key) of the date a question is asked."""
+
+# Arguments of LangChain's VectorStoreRetriever (or other retrievers) that GravityRetriever does not
+# take, and what to do instead.
+_WRAP_YOUR_RETRIEVER = (
+    "GravityRetriever runs similarity searches by vector; for MMR or a score threshold wrap your "
+    "store's own retriever: GravityRetriever(engine=..., retriever=store.as_retriever(search_type=..., "
+    "search_kwargs=...))"
+)
+_INSTEAD = {
+    "search_type": _WRAP_YOUR_RETRIEVER,
+    "score_threshold": _WRAP_YOUR_RETRIEVER,
+    "lambda_mult": _WRAP_YOUR_RETRIEVER,
+    "top_k": "use k= (documents returned) or fetch_k= (documents fetched per query)",
+    "n_results": "use k= (documents returned) or fetch_k= (documents fetched per query)",
+    "vectorstore": "use vector_store=",
+    "store": "use vector_store=",
+    "base_retriever": "use retriever=",
+}
+# The keyword arguments GravityRetriever itself takes in invoke(); the others go to the store's search.
+_CALL_ARGUMENTS = ("k", "fetch_k", QUESTION_DATE_KEY)
+
+
+def as_question_date(value: object, argument: str = QUESTION_DATE_KEY) -> date | None:
+    """``value`` as the date a question is asked: a ``date``, a ``datetime`` (its date) or an ISO string.
+
+    Args:
+        value: ``None``, a ``date``, a ``datetime`` or an ISO 8601 string (``"2024-06-01"``,
+            ``"2024-06-01T09:30:00Z"``).
+        argument: the argument's name, for the error message.
+
+    Raises:
+        ConfigurationError: anything else, or a string that is not an ISO date.
+    """
+    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
+        return value
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return date.fromisoformat(text)
+        except ValueError:
+            pass
+        try:
+            return datetime.fromisoformat(text).date()
+        except ValueError:
+            pass
+    raise ConfigurationError(
+        f"{argument} must be a date, a datetime or an ISO date string such as '2024-06-01'; got {value!r}"
+    )
+
+
+def configured_question_date(config: RunnableConfig | None) -> date | None:
+    """The question date in ``config["configurable"]["question_date"]`` (``None`` when not set).
+
+    Raises:
+        ConfigurationError: the value is not a date, a datetime or an ISO date string.
+    """
+    configurable = ensure_config(config).get("configurable") or {}
+    return as_question_date(configurable.get(QUESTION_DATE_KEY), f"configurable[{QUESTION_DATE_KEY!r}]")
 
 
 def anchors_event_data(context: AnchorContext) -> dict[str, Any]:
@@ -50,6 +127,44 @@ def anchors_event_data(context: AnchorContext) -> dict[str, Any]:
         "expansions": list(context.expansions),
         "tokens": context.tokens,
     }
+
+
+def _hint(name: str, known: Iterable[str], instead: Mapping[str, str] = _INSTEAD) -> str:
+    if name in instead:
+        return f" ({instead[name]})"
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def refuse_unknown_arguments(
+    owner: type[BaseRetriever], data: Mapping[str, Any], instead: Mapping[str, str] = _INSTEAD
+) -> None:
+    """Raise for constructor arguments ``owner`` has no field for (LangChain's retrievers ignore them).
+
+    Raises:
+        ConfigurationError: naming each unknown argument, what to use instead (or the field it
+            looks like a misspelling of), and the arguments ``owner`` takes.
+    """
+    known = owner.model_fields
+    unknown = [name for name in data if name not in known]
+    if not unknown:
+        return
+    supported = ", ".join(n for n in known if n not in ("name", "tags", "metadata"))
+    raise ConfigurationError(
+        f"{owner.__name__} got unknown argument(s) "
+        + "; ".join(f"{name!r}{_hint(name, known, instead)}" for name in unknown)
+        + f". It takes: {supported} (and LangChain's name, tags, metadata)"
+    )
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The settings of one retrieval: documents returned, fetched per query, search arguments, date."""
+
+    top: int
+    fetch: int
+    search: dict[str, Any]
+    asked: date | None
 
 
 class GravityRetriever(BaseRetriever):
@@ -66,24 +181,40 @@ class GravityRetriever(BaseRetriever):
     relevant to the question the engine makes no expansion and only the question is searched.
     The retriever returns the host's documents only; the anchors' text reaches the prompt through
     :func:`~gravity_langchain.chain.gravity_anchors_runnable`. The selected anchors are emitted as
-    the custom callback event ``"gravity_anchors"`` (see :func:`anchors_event_data`).
+    the custom callback event ``"gravity_anchors_selected"`` (:data:`ANCHORS_EVENT`, payload:
+    :func:`anchors_event_data`).
 
     With a vector store, the queries are embedded with the store's embeddings in one
-    ``embed_documents`` call and searched by vector (concurrently in ``ainvoke``). When the store's
-    embeddings are the engine's embedder (:func:`~gravity_langchain.embeddings.shares_embedder`),
-    the question is embedded once and that vector also serves the engine, and expansions whose
-    vectors the build stored are not embedded at all. A ``langchain_chroma.Chroma`` store gets all
-    of a question's vectors in one ``query`` request (filters via ``search_kwargs["filter"]``).
+    ``embed_documents`` call and each is searched with the store's own ``similarity_search_by_vector``
+    (concurrently in ``ainvoke``), so a subclass or wrapper of the store sees every search. When the
+    store's embeddings are the engine's embedder
+    (:func:`~gravity_langchain.embeddings.shares_embedder`), the question is embedded once and that
+    vector also serves the engine, and expansions whose vectors the build stored are not embedded
+    at all. Give ``batched_search`` (e.g. a
+    :class:`~gravity_langchain.batched_search.ChromaBatchedSearch` over the store's ``chromadb``
+    collection) to send all of a question's vectors in one request instead.
     With a retriever, the queries go through ``retriever.batch`` (``ainvoke`` concurrently), with
     this run's callbacks.
+
+    **The question's date.** Phrases such as "last month" are resolved against the date the question
+    is asked: ``invoke(q, question_date=d)``, else ``config={"configurable": {"question_date": d}}``
+    (which also reaches the retriever inside a chain), else the ``question_date`` field, else the
+    date of the KB's latest utterance. A date, a datetime or an ISO string is accepted. A dated
+    query runs the engine itself (the shared cache holds undated answers only).
+
+    Unknown constructor arguments are refused (``search_type``, ``top_k``, a misspelt ``fetch_k``),
+    and so are the per-call arguments of other retrievers (``top_k``, ``search_type``) and misspelt
+    GRAVITY ones; other ``invoke`` keyword arguments go to the store's search or the retriever.
 
     Attributes:
         engine: the GRAVITY engine over the KB.
         vector_store: the host's vector store (give this or ``retriever``).
         retriever: the host's retriever (give this or ``vector_store``); its own settings decide how
-            many documents each query brings back.
+            many documents each query brings back (and MMR or score thresholds, when it has them).
         k: documents returned (``invoke(q, k=2)`` overrides it for one call).
-        fetch_k: documents fetched per query from a vector store (default: ``k``).
+        fetch_k: documents fetched per query from a vector store (default: ``k``; ``invoke(q,
+            fetch_k=20)`` overrides it for one call).
+        question_date: the date questions are asked (default: the KB's latest day).
         policy: how the expansions' hits join the question's (default: the shipped policy, the one
             ``gravity eval`` measures).
         search_kwargs: extra arguments of the store's search, e.g. ``{"filter": {...}}``.
@@ -93,11 +224,13 @@ class GravityRetriever(BaseRetriever):
         batch_embeddings: embed all queries in one ``embed_documents`` call; set it to ``False`` for
             models whose query embeddings differ from their document embeddings (each query is then
             embedded with ``embed_query``).
+        batched_search: searches all of a question's vectors in one request to the store, in place of
+            the store's per-vector search (only with ``vector_store``).
 
     Example:
         ```python
         retriever = GravityRetriever(engine=engine, vector_store=store, k=4)
-        docs = retriever.invoke("Where does Maya work now?")
+        docs = retriever.invoke("What did Maya do last month?", question_date="2024-06-01")
         ```
     """
 
@@ -106,25 +239,58 @@ class GravityRetriever(BaseRetriever):
     retriever: BaseRetriever | None = None
     k: int = 4
     fetch_k: int | None = None
+    question_date: date | None = None
     policy: ContextPolicy = DEFAULT_POLICY
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     config: QueryConfig | None = None
     cache: GravityQueryCache | None = None
     batch_embeddings: bool = True
+    batched_search: BatchedSearch | None = None
 
     def __init__(self, **data: Any) -> None:
+        # Checked here rather than in pydantic validators so users get a ConfigurationError that
+        # names the argument (BaseRetriever ignores unknown arguments).
+        refuse_unknown_arguments(type(self), data)
+        if QUESTION_DATE_KEY in data:
+            data[QUESTION_DATE_KEY] = as_question_date(data[QUESTION_DATE_KEY])
         super().__init__(**data)
-        # Checked here rather than in a pydantic validator so users get a ConfigurationError.
         if (self.vector_store is None) == (self.retriever is None):
             raise ConfigurationError("GravityRetriever needs exactly one of vector_store= or retriever=")
         if self.k < 1:
             raise ConfigurationError(f"k must be at least 1, got {self.k}")
         if self.fetch_k is not None and self.fetch_k < 1:
             raise ConfigurationError(f"fetch_k must be at least 1, got {self.fetch_k}")
-        if "k" in self.search_kwargs:
-            raise ConfigurationError("set the number of results with k= or fetch_k=, not in search_kwargs")
+        for name in self.search_kwargs:
+            if name in _CALL_ARGUMENTS:
+                raise ConfigurationError(f"set {name} with {name}=, not in search_kwargs")
+            if name in _INSTEAD:
+                raise ConfigurationError(f"search_kwargs[{name!r}] is not supported: {_INSTEAD[name]}")
         if self.cache is not None and self.cache.engine is not self.engine:
             raise ConfigurationError("the cache was made for another engine")
+        if self.batched_search is not None and self.retriever is not None:
+            raise ConfigurationError(
+                "batched_search= searches a vector store; it does not apply to retriever="
+            )
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        """Documents for ``input``; ``config["configurable"]["question_date"]`` dates the question."""
+        return super().invoke(input, config, **self._dated(config, kwargs))
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """Async :meth:`invoke`."""
+        return await super().ainvoke(input, config, **self._dated(config, kwargs))
+
+    @staticmethod
+    def _dated(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's keyword arguments, with the configured question date when none is given."""
+        if kwargs.get(QUESTION_DATE_KEY) is not None:
+            return kwargs
+        configured = configured_question_date(config)
+        return kwargs if configured is None else {**kwargs, QUESTION_DATE_KEY: configured}
 
     # -- sync ---------------------------------------------------------------------------------
 
@@ -134,52 +300,50 @@ class GravityRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
+        fetch_k: int | None = None,
+        question_date: date | datetime | str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
         """Documents for ``query``; extra keyword arguments go to the store's search or the retriever."""
-        top = self._top(k)
+        call = self._call(k, fetch_k, question_date, kwargs)
         if self.retriever is not None:
-            context = self._context(query, None)
+            context = self._context(query, None, call.asked)
             self._emit(context, run_manager)
             queries = [query, *context.expansions]
             lists = self.retriever.batch(queries, config={"callbacks": run_manager.get_child()}, **kwargs)
-            return self._merge(query, context.expansions, lists, top)
+            return self._merge(query, context.expansions, lists, call.top)
         store = self._store()
-        search = self._search_kwargs(kwargs)
-        fetch = self.fetch_k or top
         embeddings = store.embeddings
         if embeddings is None:
-            context = self._context(query, None)
+            context = self._context(query, None, call.asked)
             self._emit(context, run_manager)
-            expansions = self._searched(context, top, fetch)
-            lists = [store.similarity_search(q, k=fetch, **search) for q in [query, *expansions]]
-            return self._merge(query, expansions, lists, top)
-        context, expansions, vectors = self._embedded_queries(query, embeddings, top, fetch)
+            expansions = self._searched(context, call)
+            lists = [store.similarity_search(q, k=call.fetch, **call.search) for q in [query, *expansions]]
+            return self._merge(query, expansions, lists, call.top)
+        context, expansions, vectors = self._embedded_queries(query, embeddings, call)
         self._emit(context, run_manager)
         queries = [query, *expansions]
-        if can_search_many(store, search):
-            lists = search_many_by_vector(store, vectors, fetch, search)
+        batched = self._batched(call)
+        if batched is not None:
+            lists = batched.search(vectors, call.fetch, call.search)
         else:
-            lists = [
-                self._search_by_vector(store, v, q, fetch, search)
-                for q, v in zip(queries, vectors, strict=True)
-            ]
-        return self._merge(query, expansions, lists, top)
+            lists = [self._search_by_vector(store, v, q, call) for q, v in zip(queries, vectors, strict=True)]
+        return self._merge(query, expansions, lists, call.top)
 
     def _embedded_queries(
-        self, query: str, embeddings: Embeddings, top: int, fetch: int
+        self, query: str, embeddings: Embeddings, call: _Call
     ) -> tuple[AnchorContext, list[str], list[list[float]]]:
         """The anchor context, the expansions to search, and the vectors of the question and those."""
         if shares_embedder(embeddings, self.engine.embedder):
             question_vector = embeddings.embed_query(query)
-            context = self._context(query, question_vector)
-            expansions = self._searched(context, top, fetch)
+            context = self._context(query, question_vector, call.asked)
+            expansions = self._searched(context, call)
             known = self.engine.known_expansion_vectors(expansions)
             missing = [text for text, v in zip(expansions, known, strict=True) if v is None]
             fresh = self._embed(embeddings, missing)
             return context, expansions, [question_vector, *_fill(known, fresh)]
-        context = self._context(query, None)
-        expansions = self._searched(context, top, fetch)
+        context = self._context(query, None, call.asked)
+        expansions = self._searched(context, call)
         return context, expansions, self._embed(embeddings, [query, *expansions])
 
     def _embed(self, embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
@@ -189,20 +353,19 @@ class GravityRetriever(BaseRetriever):
             return embeddings.embed_documents(texts)
         return [embeddings.embed_query(text) for text in texts]
 
-    def _context(self, query: str, vector: Sequence[float] | None) -> AnchorContext:
-        if self.cache is not None:
+    def _context(self, query: str, vector: Sequence[float] | None, asked: date | None) -> AnchorContext:
+        # The shared cache keys on (question, config): a dated query bypasses it.
+        if self.cache is not None and asked is None:
             return self.cache.get(query, config=self.config, query_embedding=vector)
-        return self.engine.query(query, config=self.config, query_embedding=vector)
+        return self.engine.query(query, config=self.config, query_embedding=vector, question_date=asked)
 
     @staticmethod
-    def _search_by_vector(
-        store: VectorStore, vector: list[float], query: str, fetch: int, search: dict[str, Any]
-    ) -> list[Document]:
+    def _search_by_vector(store: VectorStore, vector: list[float], query: str, call: _Call) -> list[Document]:
         try:
-            return store.similarity_search_by_vector(vector, k=fetch, **search)
+            return store.similarity_search_by_vector(vector, k=call.fetch, **call.search)
         except NotImplementedError:
             logger.debug("%s cannot search by vector; searching by text", type(store).__name__)
-            return store.similarity_search(query, k=fetch, **search)
+            return store.similarity_search(query, k=call.fetch, **call.search)
 
     @staticmethod
     def _emit(context: AnchorContext, run_manager: CallbackManagerForRetrieverRun) -> None:
@@ -218,58 +381,56 @@ class GravityRetriever(BaseRetriever):
         *,
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
+        fetch_k: int | None = None,
+        question_date: date | datetime | str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
         """Async :meth:`_get_relevant_documents`: the searches run concurrently."""
-        top = self._top(k)
+        call = self._call(k, fetch_k, question_date, kwargs)
         if self.retriever is not None:
-            context = await self._acontext(query, None)
+            context = await self._acontext(query, None, call.asked)
             await self._aemit(context, run_manager)
             retriever = self.retriever
             config = RunnableConfig(callbacks=run_manager.get_child())
             lists = await asyncio.gather(
                 *(retriever.ainvoke(q, config=config, **kwargs) for q in [query, *context.expansions])
             )
-            return self._merge(query, context.expansions, lists, top)
+            return self._merge(query, context.expansions, lists, call.top)
         store = self._store()
-        search = self._search_kwargs(kwargs)
-        fetch = self.fetch_k or top
         embeddings = store.embeddings
         if embeddings is None:
-            context = await self._acontext(query, None)
+            context = await self._acontext(query, None, call.asked)
             await self._aemit(context, run_manager)
-            expansions = self._searched(context, top, fetch)
+            expansions = self._searched(context, call)
             lists = await asyncio.gather(
-                *(store.asimilarity_search(q, k=fetch, **search) for q in [query, *expansions])
+                *(store.asimilarity_search(q, k=call.fetch, **call.search) for q in [query, *expansions])
             )
-            return self._merge(query, expansions, lists, top)
-        context, expansions, vectors = await self._aembedded_queries(query, embeddings, top, fetch)
+            return self._merge(query, expansions, lists, call.top)
+        context, expansions, vectors = await self._aembedded_queries(query, embeddings, call)
         await self._aemit(context, run_manager)
         queries = [query, *expansions]
-        if can_search_many(store, search):
-            lists = await asyncio.to_thread(search_many_by_vector, store, vectors, fetch, search)
-            return self._merge(query, expansions, lists, top)
+        batched = self._batched(call)
+        if batched is not None:
+            lists = await asyncio.to_thread(batched.search, vectors, call.fetch, call.search)
+            return self._merge(query, expansions, lists, call.top)
         lists = await asyncio.gather(
-            *(
-                self._asearch_by_vector(store, v, q, fetch, search)
-                for q, v in zip(queries, vectors, strict=True)
-            )
+            *(self._asearch_by_vector(store, v, q, call) for q, v in zip(queries, vectors, strict=True))
         )
-        return self._merge(query, expansions, lists, top)
+        return self._merge(query, expansions, lists, call.top)
 
     async def _aembedded_queries(
-        self, query: str, embeddings: Embeddings, top: int, fetch: int
+        self, query: str, embeddings: Embeddings, call: _Call
     ) -> tuple[AnchorContext, list[str], list[list[float]]]:
         if shares_embedder(embeddings, self.engine.embedder):
             question_vector = await embeddings.aembed_query(query)
-            context = await self._acontext(query, question_vector)
-            expansions = self._searched(context, top, fetch)
+            context = await self._acontext(query, question_vector, call.asked)
+            expansions = self._searched(context, call)
             known = self.engine.known_expansion_vectors(expansions)
             missing = [text for text, v in zip(expansions, known, strict=True) if v is None]
             fresh = await self._aembed(embeddings, missing)
             return context, expansions, [question_vector, *_fill(known, fresh)]
-        context = await self._acontext(query, None)
-        expansions = self._searched(context, top, fetch)
+        context = await self._acontext(query, None, call.asked)
+        expansions = self._searched(context, call)
         return context, expansions, await self._aembed(embeddings, [query, *expansions])
 
     async def _aembed(self, embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
@@ -279,20 +440,24 @@ class GravityRetriever(BaseRetriever):
             return await embeddings.aembed_documents(texts)
         return list(await asyncio.gather(*(embeddings.aembed_query(text) for text in texts)))
 
-    async def _acontext(self, query: str, vector: Sequence[float] | None) -> AnchorContext:
-        if self.cache is not None:
+    async def _acontext(
+        self, query: str, vector: Sequence[float] | None, asked: date | None
+    ) -> AnchorContext:
+        if self.cache is not None and asked is None:
             return await self.cache.aget(query, config=self.config, query_embedding=vector)
-        return await self.engine.aquery(query, config=self.config, query_embedding=vector)
+        return await self.engine.aquery(
+            query, config=self.config, query_embedding=vector, question_date=asked
+        )
 
     @staticmethod
     async def _asearch_by_vector(
-        store: VectorStore, vector: list[float], query: str, fetch: int, search: dict[str, Any]
+        store: VectorStore, vector: list[float], query: str, call: _Call
     ) -> list[Document]:
         try:
-            return await store.asimilarity_search_by_vector(vector, k=fetch, **search)
+            return await store.asimilarity_search_by_vector(vector, k=call.fetch, **call.search)
         except NotImplementedError:
             logger.debug("%s cannot search by vector; searching by text", type(store).__name__)
-            return await store.asimilarity_search(query, k=fetch, **search)
+            return await store.asimilarity_search(query, k=call.fetch, **call.search)
 
     @staticmethod
     async def _aemit(context: AnchorContext, run_manager: AsyncCallbackManagerForRetrieverRun) -> None:
@@ -302,26 +467,43 @@ class GravityRetriever(BaseRetriever):
 
     # -- shared -------------------------------------------------------------------------------
 
-    def _top(self, k: int | None) -> int:
+    def _call(
+        self, k: int | None, fetch_k: int | None, question_date: object, kwargs: Mapping[str, Any]
+    ) -> _Call:
+        """This call's settings; refuses other retrievers' arguments and misspelt GRAVITY ones."""
+        for name in kwargs:
+            if name in _INSTEAD or (name not in _CALL_ARGUMENTS and _hint(name, _CALL_ARGUMENTS)):
+                raise ConfigurationError(
+                    f"GravityRetriever.invoke got {name!r}{_hint(name, _CALL_ARGUMENTS)}; it takes k, "
+                    "fetch_k and question_date, and passes other keyword arguments to the store's search"
+                )
         top = self.k if k is None else k
         if top < 1:
             raise ConfigurationError(f"k must be at least 1, got {top}")
-        return top
+        fetch = fetch_k if fetch_k is not None else (self.fetch_k or top)
+        if fetch < 1:
+            raise ConfigurationError(f"fetch_k must be at least 1, got {fetch}")
+        asked = as_question_date(question_date)
+        search = {**self.search_kwargs, **kwargs} if self.vector_store is not None else {}
+        return _Call(top, fetch, search, asked if asked is not None else self.question_date)
 
     def _store(self) -> VectorStore:
         assert self.vector_store is not None  # checked in __init__
         return self.vector_store
 
-    def _search_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return {**self.search_kwargs, **kwargs}
+    def _batched(self, call: _Call) -> BatchedSearch | None:
+        batched = self.batched_search
+        if batched is None or not batched.accepts(call.search):
+            return None
+        return batched
 
-    def _searched(self, context: AnchorContext, top: int, fetch: int) -> list[str]:
-        """The expansions worth searching the vector store with for ``top`` results.
+    def _searched(self, context: AnchorContext, call: _Call) -> list[str]:
+        """The expansions worth searching the vector store with for ``call.top`` results.
 
         None when the policy gives them no place among ``top``: the question's own search fills
         every place (it fetches at least ``top`` from the same store the expansions would search).
         """
-        if (fetch >= top and top <= self.policy.lead) or self.policy.every == 0:
+        if (call.fetch >= call.top and call.top <= self.policy.lead) or self.policy.every == 0:
             return []
         return list(context.expansions)
 

@@ -25,10 +25,16 @@ from gravity_core.sgmem import (
     SGMemResult,
 )
 from gravity_core.sgmem.types import chunk_metadata, memory_metadata
+from gravity_langchain.retriever import refuse_unknown_arguments
 
 __all__ = ["SGMemRetriever", "chunk_document", "memory_document"]
 
 _SETTINGS = ("k", "granularity", "token_budget", "hops")
+_INSTEAD = {
+    "top_k": "use k=",
+    "question_date": "SGMem does not resolve dates: give question_date to the GravityRetriever that wraps it",
+    "search_type": "SGMem ranks by its own graph search; there is no search_type",
+}
 
 
 def chunk_document(chunk: RankedChunk) -> Document:
@@ -80,6 +86,7 @@ class SGMemRetriever(BaseRetriever):
     include_memories: bool = False
 
     def __init__(self, **data: Any) -> None:
+        refuse_unknown_arguments(type(self), data, _INSTEAD)
         super().__init__(**data)
         if self.k < 1:
             raise ConfigurationError(f"k must be at least 1, got {self.k}")
@@ -87,7 +94,10 @@ class SGMemRetriever(BaseRetriever):
     def _settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(overrides) - set(_SETTINGS))
         if unknown:
-            raise ConfigurationError(f"SGMemRetriever takes {', '.join(_SETTINGS)}; got {', '.join(unknown)}")
+            hints = "".join(f" ({_INSTEAD[name]})" for name in unknown if name in _INSTEAD)
+            raise ConfigurationError(
+                f"SGMemRetriever takes {', '.join(_SETTINGS)}; got {', '.join(unknown)}{hints}"
+            )
         settings = {name: getattr(self, name) for name in _SETTINGS}
         settings.update({name: value for name, value in overrides.items() if value is not None})
         if settings["k"] < 1:

@@ -3,6 +3,7 @@
 - :class:`GravityFusionRetriever`: the question and each expanded query as separate searches on
   the host's retriever, fused by reciprocal rank.
 - :class:`GravityQueryTransform`: attaches the expansions to the query bundle (``TransformQueryEngine``).
+- :class:`GravityQueryBundle`: a query bundle with the date the question is asked ("last month").
 - :class:`GravityNodePostprocessor`: the anchor blocks as the first node of the synthesizer's context;
   :data:`GRAVITY_QA_TEMPLATE` / :func:`install_gravity_qa_template` for the template route.
 - :class:`GravityMemoryBlock`: the anchors in LlamaIndex ``Memory`` (chat engines, agents).
@@ -37,7 +38,7 @@ from gravity_llamaindex.prompts import GRAVITY_QA_TEMPLATE, gravity_qa_template,
 from gravity_llamaindex.provider import AnchorProvider
 from gravity_llamaindex.retriever import GravityFusionRetriever, reciprocal_rank_fusion
 from gravity_llamaindex.sgmem import SGMemRetriever, chunk_node, memory_node
-from gravity_llamaindex.transform import GravityQueryTransform
+from gravity_llamaindex.transform import GravityQueryBundle, GravityQueryTransform
 
 __all__ = [
     "GRAVITY_METADATA_KEY",
@@ -48,6 +49,7 @@ __all__ = [
     "GravityFusionRetriever",
     "GravityMemoryBlock",
     "GravityNodePostprocessor",
+    "GravityQueryBundle",
     "GravityQueryTransform",
     "KeepGravityFirst",
     "LlamaIndexChatModel",

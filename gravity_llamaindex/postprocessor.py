@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
+from datetime import date, datetime
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.callbacks import CallbackManager
@@ -15,7 +16,8 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.types import AnchorContext
 from gravity_llamaindex.escaping import escape_host_nodes
-from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider, as_question_date
+from gravity_llamaindex.transform import question_date_of
 
 __all__ = [
     "GRAVITY_METADATA_KEY",
@@ -92,8 +94,13 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     cutoffs, ``LongContextReorder``) would score, move or drop the anchor node like a memory. If
     another postprocessor has to run after it, wrap that one in :class:`KeepGravityFirst`.
 
+    The question is dated by the query bundle when it is a
+    :class:`~gravity_llamaindex.GravityQueryBundle`, else by ``question_date``, else by the provider's.
+
     Args:
         engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components.
+        question_date: the date questions are asked (a date, a datetime or an ISO string;
+            default: the provider's).
         callback_manager: LlamaIndex callback manager (legacy callbacks).
 
     Example:
@@ -105,10 +112,19 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     """
 
     _provider: AnchorProvider = PrivateAttr()
+    _question_date: date | None = PrivateAttr(default=None)
 
-    def __init__(self, engine: EngineLike, *, callback_manager: CallbackManager | None = None) -> None:
+    def __init__(
+        self,
+        engine: EngineLike,
+        *,
+        question_date: date | datetime | str | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        asked = as_question_date(question_date)
         super().__init__(callback_manager=callback_manager or CallbackManager())
         self._provider = as_provider(engine)
+        self._question_date = asked
 
     @classmethod
     def class_name(cls) -> str:
@@ -120,13 +136,18 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         """Where the anchors come from."""
         return self._provider
 
-    @staticmethod
-    def _question(query_bundle: QueryBundle | None) -> str:
+    @property
+    def question_date(self) -> date | None:
+        """The date this postprocessor's questions are asked, unless the bundle says otherwise."""
+        return self._question_date
+
+    def _question(self, query_bundle: QueryBundle | None) -> tuple[str, date | None]:
         if query_bundle is None:
             raise ConfigurationError(
                 "GravityNodePostprocessor needs the query: pass query_bundle or query_str"
             )
-        return query_bundle.query_str
+        given = question_date_of(query_bundle)
+        return query_bundle.query_str, given if given is not None else self._question_date
 
     @staticmethod
     def _prepend(context: AnchorContext, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
@@ -142,13 +163,15 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return self._prepend(self._provider.get(self._question(query_bundle)), nodes)
+        question, asked = self._question(query_bundle)
+        return self._prepend(self._provider.get(question, question_date=asked), nodes)
 
     @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return self._prepend(await self._provider.aget(self._question(query_bundle)), nodes)
+        question, asked = self._question(query_bundle)
+        return self._prepend(await self._provider.aget(question, question_date=asked), nodes)
 
 
 class KeepGravityFirst(BaseNodePostprocessor):

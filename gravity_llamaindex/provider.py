@@ -6,7 +6,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime
 
 import numpy as np
 from llama_index.core.instrumentation import get_dispatcher
@@ -17,12 +17,44 @@ from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
 from gravity_llamaindex.instrumentation import GravityAnchorsEvent
 
-__all__ = ["AnchorProvider", "EngineLike", "as_provider"]
+__all__ = ["AnchorProvider", "EngineLike", "as_provider", "as_question_date"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 DEFAULT_CACHE_SIZE = 16
+
+_Key = tuple[str, date | None]
+
+
+def as_question_date(value: object, argument: str = "question_date") -> date | None:
+    """``value`` as the date a question is asked: a ``date``, a ``datetime`` (its date) or an ISO string.
+
+    Args:
+        value: ``None``, a ``date``, a ``datetime`` or an ISO 8601 string (``"2024-06-01"``,
+            ``"2024-06-01T09:30:00Z"``).
+        argument: the argument's name, for the error message.
+
+    Raises:
+        ConfigurationError: anything else, or a string that is not an ISO date.
+    """
+    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
+        return value
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return date.fromisoformat(text)
+        except ValueError:
+            pass
+        try:
+            return datetime.fromisoformat(text).date()
+        except ValueError:
+            pass
+    raise ConfigurationError(
+        f"{argument} must be a date, a datetime or an ISO date string such as '2024-06-01'; got {value!r}"
+    )
 
 
 class AnchorProvider:
@@ -34,14 +66,16 @@ class AnchorProvider:
     share its cache, so the engine runs once per question and one :class:`GravityAnchorsEvent` is
     emitted. Every component also accepts a bare engine and then makes a provider of its own.
 
-    The cache is keyed by the question text, so build a new provider (or call :meth:`clear`) after
-    the KB changes.
+    The cache is keyed by the question text and its date, so build a new provider (or call
+    :meth:`clear`) after the KB changes.
 
     Args:
         engine: the GRAVITY engine over a loaded KB.
         config: query settings (default: the engine's).
-        question_date: the date questions are asked, for phrases such as "last month"
-            (default: the date of the KB's latest utterance).
+        question_date: the date questions are asked, for phrases such as "last month" (a date, a
+            datetime or an ISO string; default: the date of the KB's latest utterance). A
+            component's own ``question_date`` or a dated query bundle
+            (:class:`~gravity_llamaindex.GravityQueryBundle`) overrides it for its questions.
         cache_size: how many recent questions are remembered (0 turns the cache off).
 
     Example:
@@ -57,32 +91,43 @@ class AnchorProvider:
         engine: GravityEngine,
         *,
         config: QueryConfig | None = None,
-        question_date: date | None = None,
+        question_date: date | datetime | str | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         if cache_size < 0:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
         self.engine = engine
         self.config = config
-        self.question_date = question_date
+        self.question_date = as_question_date(question_date)
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, AnchorContext] = OrderedDict()
+        self._cache: OrderedDict[_Key, AnchorContext] = OrderedDict()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AnchorProvider(kb={len(self.engine.kb.utterances)} utterances, cache_size={self.cache_size})"
 
-    def cached(self, question: str) -> AnchorContext | None:
-        """The remembered answer to ``question``, if any (no engine call)."""
+    def _key(self, question: str, question_date: date | datetime | str | None) -> _Key:
+        asked = as_question_date(question_date)
+        return question, asked if asked is not None else self.question_date
+
+    def cached(
+        self, question: str, *, question_date: date | datetime | str | None = None
+    ) -> AnchorContext | None:
+        """The remembered answer to ``question`` asked on ``question_date``, if any (no engine call)."""
+        key = self._key(question, question_date)
         with self._lock:
-            found = self._cache.get(question)
+            found = self._cache.get(key)
             if found is not None:
-                self._cache.move_to_end(question)
+                self._cache.move_to_end(key)
             return found
 
     @dispatcher.span
     def get(
-        self, question: str, *, query_embedding: Sequence[float] | np.ndarray | None = None
+        self,
+        question: str,
+        *,
+        query_embedding: Sequence[float] | np.ndarray | None = None,
+        question_date: date | datetime | str | None = None,
     ) -> AnchorContext:
         """The anchors, expansions and injection text for ``question``.
 
@@ -90,34 +135,45 @@ class AnchorProvider:
             question: the user's question, as in ``QueryBundle.query_str``.
             query_embedding: the question's embedding by the engine's own embedder, if already
                 computed (it is then not computed again).
+            question_date: the date this question is asked (default: the provider's
+                ``question_date``, else the KB's latest day).
+
+        Raises:
+            ConfigurationError: ``question_date`` is not a date, a datetime or an ISO date string.
         """
-        found = self.cached(question)
+        key = self._key(question, question_date)
+        found = self.cached(question, question_date=key[1])
         if found is not None:
             return found
         context = self.engine.query(
-            question, config=self.config, query_embedding=query_embedding, question_date=self.question_date
+            question, config=self.config, query_embedding=query_embedding, question_date=key[1]
         )
-        return self._remember(context)
+        return self._remember(key, context)
 
     @dispatcher.span
     async def aget(
-        self, question: str, *, query_embedding: Sequence[float] | np.ndarray | None = None
+        self,
+        question: str,
+        *,
+        query_embedding: Sequence[float] | np.ndarray | None = None,
+        question_date: date | datetime | str | None = None,
     ) -> AnchorContext:
         """:meth:`get` without blocking the event loop (the engine runs in a worker thread)."""
-        found = self.cached(question)
+        key = self._key(question, question_date)
+        found = self.cached(question, question_date=key[1])
         if found is not None:
             return found
         context = await self.engine.aquery(
-            question, config=self.config, query_embedding=query_embedding, question_date=self.question_date
+            question, config=self.config, query_embedding=query_embedding, question_date=key[1]
         )
-        return self._remember(context)
+        return self._remember(key, context)
 
     def clear(self) -> None:
         """Forget every remembered answer."""
         with self._lock:
             self._cache.clear()
 
-    def _remember(self, context: AnchorContext) -> AnchorContext:
+    def _remember(self, key: _Key, context: AnchorContext) -> AnchorContext:
         logger.debug(
             "GRAVITY selected %d anchors and %d expansions for %r",
             len(context.anchors),
@@ -127,8 +183,8 @@ class AnchorProvider:
         dispatcher.event(GravityAnchorsEvent.from_context(context))
         if self.cache_size:
             with self._lock:
-                self._cache[context.question] = context
-                self._cache.move_to_end(context.question)
+                self._cache[key] = context
+                self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return context

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import date, datetime
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -19,8 +20,8 @@ from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
 from gravity_core.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_llamaindex.embeddings import GravityEmbedding
-from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
-from gravity_llamaindex.transform import merge_queries
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider, as_question_date
+from gravity_llamaindex.transform import merge_queries, question_date_of
 
 __all__ = ["DEFAULT_RRF_K", "GravityFusionRetriever", "reciprocal_rank_fusion"]
 
@@ -72,10 +73,20 @@ class GravityFusionRetriever(BaseRetriever):
     4. merges the lists by the :class:`~gravity_core.context_policy.ContextPolicy` (deduplicated
        by ``node_id``): the question's own hits come first and the expansions may only add, at a
        bounded share of the places, nodes the question has not placed. It returns the top
-       ``similarity_top_k``. Their scores are reciprocal-rank scores over the queries that found
-       them (about 0.016 to 0.16), not similarities: do not follow it with a similarity cutoff.
-       Each returned node is a copy whose metadata says why it is there (``gravity_slot``,
-       ``gravity_score``, ``gravity_found_by``; kept out of the LLM's and the embedder's text).
+       ``similarity_top_k``. Each returned node is a copy whose metadata says why it is there
+       (``gravity_slot``, ``gravity_score``: the reciprocal-rank score over the queries that found
+       it, ``gravity_found_by``: each query with the node's rank there; kept out of the LLM's and
+       the embedder's text).
+
+    **Scores.** A returned node keeps the score the host's retriever gave it: a node in one of the
+    question's places has its score for the question (as without GRAVITY), a node an expansion
+    added has the best score any of its searches gave it (the host's score for that expansion).
+    So a ``SimilarityPostprocessor(similarity_cutoff=...)`` after this retriever cuts where it
+    would cut the host's own results. (A node whose searches gave no score gets its
+    reciprocal-rank score.) The order is the policy's, so the scores need not be descending.
+
+    **The question's date**, for phrases such as "last month": the bundle's, when it is a
+    :class:`~gravity_llamaindex.GravityQueryBundle`, else ``question_date``, else the provider's.
 
     When no anchor is relevant to the question the engine makes no expansion, and only the
     question is searched.
@@ -93,6 +104,8 @@ class GravityFusionRetriever(BaseRetriever):
             documents (instruction-prefixed models).
         policy: how the expansions' hits join the question's (default: the shipped policy, the one
             ``gravity eval`` measures).
+        question_date: the date questions are asked (a date, a datetime or an ISO string;
+            default: the provider's).
         callback_manager: LlamaIndex callback manager (legacy callbacks).
         verbose: log the queries at INFO level.
 
@@ -112,6 +125,7 @@ class GravityFusionRetriever(BaseRetriever):
         embed_model: BaseEmbedding | None = None,
         batch_embed: bool | None = None,
         policy: ContextPolicy = DEFAULT_POLICY,
+        question_date: date | datetime | str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -129,6 +143,7 @@ class GravityFusionRetriever(BaseRetriever):
             isinstance(self._embed_model, GravityEmbedding) if batch_embed is None else batch_embed
         )
         self._policy = policy
+        self._question_date = as_question_date(question_date)
 
     @classmethod
     def from_index(
@@ -141,6 +156,7 @@ class GravityFusionRetriever(BaseRetriever):
         embed_model: BaseEmbedding | None = None,
         batch_embed: bool | None = None,
         policy: ContextPolicy = DEFAULT_POLICY,
+        question_date: date | datetime | str | None = None,
         **retriever_kwargs: Any,
     ) -> GravityFusionRetriever:
         """Wrap ``index.as_retriever(similarity_top_k=per_query_top_k, **retriever_kwargs)``.
@@ -153,6 +169,7 @@ class GravityFusionRetriever(BaseRetriever):
             embed_model: the query embedding model (default: the index's).
             batch_embed: see the class docstring.
             policy: see the class docstring.
+            question_date: see the class docstring.
             **retriever_kwargs: passed to ``as_retriever`` (``filters``, ``vector_store_query_mode``...).
         """
         per_query = per_query_top_k or similarity_top_k
@@ -164,6 +181,7 @@ class GravityFusionRetriever(BaseRetriever):
             embed_model=embed_model,
             batch_embed=batch_embed,
             policy=policy,
+            question_date=question_date,
         )
 
     @property
@@ -175,6 +193,16 @@ class GravityFusionRetriever(BaseRetriever):
     def provider(self) -> AnchorProvider:
         """Where the anchors and expansions come from."""
         return self._provider
+
+    @property
+    def question_date(self) -> date | None:
+        """The date this retriever's questions are asked, unless the bundle says otherwise."""
+        return self._question_date
+
+    def _asked(self, bundle: QueryBundle) -> date | None:
+        """The bundle's date, else this retriever's (``None``: the provider's)."""
+        given = question_date_of(bundle)
+        return given if given is not None else self._question_date
 
     def _get_prompt_modules(self) -> PromptMixinType:
         return {"retriever": self._retriever}
@@ -202,7 +230,11 @@ class GravityFusionRetriever(BaseRetriever):
         if queries is None:
             if self._shares_engine_embedder() and bundle.query_str not in known:
                 known.update(self._embed([bundle.query_str]))
-            context = self._provider.get(bundle.query_str, query_embedding=self._engine_vector(bundle, known))
+            context = self._provider.get(
+                bundle.query_str,
+                query_embedding=self._engine_vector(bundle, known),
+                question_date=self._asked(bundle),
+            )
             queries = merge_queries([bundle.query_str], context.expansions)
         known.update(self._stored(queries, known))
         missing = [q for q in queries if q not in known]
@@ -218,7 +250,9 @@ class GravityFusionRetriever(BaseRetriever):
             if self._shares_engine_embedder() and bundle.query_str not in known:
                 known.update(await self._aembed([bundle.query_str]))
             vector = self._engine_vector(bundle, known)
-            context = await self._provider.aget(bundle.query_str, query_embedding=vector)
+            context = await self._provider.aget(
+                bundle.query_str, query_embedding=vector, question_date=self._asked(bundle)
+            )
             queries = merge_queries([bundle.query_str], context.expansions)
         known.update(self._stored(queries, known))
         missing = [q for q in queries if q not in known]
@@ -292,10 +326,25 @@ class GravityFusionRetriever(BaseRetriever):
             lambda item: item.node.node_id,
             top_n=self._similarity_top_k,
         )
-        return [_explained(hit) for hit in merged]
+        return [_explained(hit, _host_score(hit, results)) for hit in merged]
 
 
-def _explained(hit: MergedHit[NodeWithScore]) -> NodeWithScore:
+def _host_score(hit: MergedHit[NodeWithScore], results: Sequence[Sequence[NodeWithScore]]) -> float:
+    """The host's score of the hit: the question's for a question place, else the best of its searches.
+
+    ``results[0]`` is the question's list, ``results[n]`` expansion ``n``'s; ``found_by`` gives each
+    query's number and the node's rank (from 1) in its list. The fused score stands in when no
+    search gave one.
+    """
+    found = hit.found_by
+    if hit.slot == "question":
+        found = tuple(f for f in found if f.query == "question") or found
+    scores = [results[f.index][f.rank - 1].score for f in found]
+    given = [float(s) for s in scores if s is not None]
+    return max(given) if given else hit.score
+
+
+def _explained(hit: MergedHit[NodeWithScore], score: float) -> NodeWithScore:
     """A copy of the hit's node carrying why it is there (not shown to the LLM or the embedder)."""
     node = hit.item.node
     why = hit.metadata()
@@ -306,4 +355,4 @@ def _explained(hit: MergedHit[NodeWithScore]) -> NodeWithScore:
             "excluded_embed_metadata_keys": list(dict.fromkeys([*node.excluded_embed_metadata_keys, *why])),
         }
     )
-    return NodeWithScore(node=copy, score=hit.score)
+    return NodeWithScore(node=copy, score=score)

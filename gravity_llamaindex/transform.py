@@ -1,8 +1,16 @@
-"""A query transform that attaches GRAVITY's expanded queries to the query bundle."""
+"""A query transform that attaches GRAVITY's expanded queries to the query bundle; dated bundles.
+
+LlamaIndex's ``retrieve``, ``query`` and ``postprocess_nodes`` take a query bundle and nothing else,
+so the date a question is asked travels in the bundle: :class:`GravityQueryBundle` is a
+``QueryBundle`` with a ``question_date``. Every GRAVITY component reads it, and each also takes a
+``question_date=`` default of its own.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from llama_index.core.indices.query.query_transform.base import BaseQueryTransform
@@ -10,9 +18,47 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 
-from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider, as_question_date
 
-__all__ = ["GravityQueryTransform", "merge_queries"]
+__all__ = ["GravityQueryBundle", "GravityQueryTransform", "merge_queries", "question_date_of"]
+
+QUESTION_DATE_KEY = "question_date"
+"""The ``transform_metadata`` key of the question date (``TransformQueryEngine``)."""
+
+
+@dataclass
+class GravityQueryBundle(QueryBundle):
+    """A ``QueryBundle`` that says when the question is asked, for phrases such as "last month".
+
+    Pass it wherever LlamaIndex takes a query (``query_engine.query``, ``retriever.retrieve``,
+    ``postprocess_nodes``): GRAVITY's retriever, transform and postprocessor resolve the question's
+    dates against ``question_date`` instead of the KB's latest day. Other components see an
+    ordinary ``QueryBundle``.
+
+    Args:
+        query_str: the question.
+        question_date: a ``date``, a ``datetime`` or an ISO string (kept as a ``date``).
+
+    Raises:
+        ConfigurationError: ``question_date`` is not a date, a datetime or an ISO date string.
+
+    Example:
+        ```python
+        bundle = GravityQueryBundle("What did Maya do last month?", question_date="2024-06-01")
+        response = query_engine.query(bundle)
+        ```
+    """
+
+    question_date: date | None = None
+
+    def __post_init__(self) -> None:
+        self.question_date = as_question_date(self.question_date)
+
+
+def question_date_of(query_bundle: QueryBundle | None) -> date | None:
+    """The bundle's ``question_date`` when it is a :class:`GravityQueryBundle`, else ``None``."""
+    return query_bundle.question_date if isinstance(query_bundle, GravityQueryBundle) else None
+
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
@@ -38,6 +84,12 @@ class GravityQueryTransform(BaseQueryTransform):
     ``custom_embedding_strs = [*query_bundle.embedding_strs, *expansions]``: the original question
     first, then up to nine queries built from the selected anchors (repeats removed).
 
+    The question is dated by the bundle (a :class:`GravityQueryBundle`), else by the
+    ``"question_date"`` of the run's metadata (``TransformQueryEngine(transform_metadata=...)``),
+    else by ``question_date``, else by the provider's. The returned bundle is a
+    :class:`GravityQueryBundle` carrying that date, so the retriever and postprocessor after it
+    resolve the same one.
+
     Warning:
         A plain ``VectorIndexRetriever`` **averages** ``custom_embedding_strs`` into one vector
         (``get_agg_embedding_from_queries``, mean pooling) and runs one search with that centroid,
@@ -53,26 +105,45 @@ class GravityQueryTransform(BaseQueryTransform):
     Args:
         engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components
             (so the engine runs once per question).
+        question_date: the date questions are asked (a date, a datetime or an ISO string;
+            default: the provider's).
     """
 
-    def __init__(self, engine: EngineLike) -> None:
+    def __init__(self, engine: EngineLike, *, question_date: date | datetime | str | None = None) -> None:
         self._provider = as_provider(engine)
+        self._question_date = as_question_date(question_date)
 
     @property
     def provider(self) -> AnchorProvider:
         """Where the anchors come from."""
         return self._provider
 
+    @property
+    def question_date(self) -> date | None:
+        """The date this transform's questions are asked, unless the bundle or metadata say otherwise."""
+        return self._question_date
+
+    def _asked(self, query_bundle: QueryBundle, metadata: dict[str, Any]) -> date | None:
+        given = question_date_of(query_bundle)
+        if given is not None:
+            return given
+        configured = as_question_date(metadata.get(QUESTION_DATE_KEY), f"metadata[{QUESTION_DATE_KEY!r}]")
+        if configured is not None:
+            return configured
+        return self._question_date if self._question_date is not None else self._provider.question_date
+
     @dispatcher.span
     def _run(self, query_bundle: QueryBundle, metadata: dict[str, Any]) -> QueryBundle:
-        context = self._provider.get(query_bundle.query_str)
+        asked = self._asked(query_bundle, metadata or {})
+        context = self._provider.get(query_bundle.query_str, question_date=asked)
         strs = merge_queries(list(query_bundle.embedding_strs), context.expansions)
         logger.debug("query %r expanded to %d embedding strings", query_bundle.query_str, len(strs))
-        return QueryBundle(
+        return GravityQueryBundle(
             query_str=query_bundle.query_str,
             image_path=query_bundle.image_path,
             custom_embedding_strs=strs,
             embedding=query_bundle.embedding,
+            question_date=asked,
         )
 
     def _get_prompts(self) -> PromptDictType:

@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage
 
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
-from gravity_langchain import GravityEmbeddings, GravityRetriever, build_gravity_chain
+from gravity_langchain import ANCHORS_EVENT, GravityEmbeddings, GravityRetriever, build_gravity_chain
 from tests.langchain.conftest import EARLY
 
 
@@ -144,5 +144,9 @@ async def test_full_chain_over_chroma(
     assert sync_answer.startswith("answer-")
 
     # tracing: the anchors event reached the chain's handler, once per run
-    assert [name for name, _ in capture.events] == ["gravity_anchors", "gravity_anchors"]
+    assert (
+        [name for name, _ in capture.events]
+        == [ANCHORS_EVENT, ANCHORS_EVENT]
+        == ["gravity_anchors_selected"] * 2
+    )
     assert [a["id"] for a in capture.events[0][1]["anchors"]] == [a.id for a in context.anchors]

@@ -425,7 +425,7 @@ async def test_selected_anchors_are_emitted_as_a_custom_event(
             await retriever.ainvoke(question, config=config)
         (event,) = recorder.events
         name, data, _ = event
-        assert name == ANCHORS_EVENT == "gravity_anchors"
+        assert name == ANCHORS_EVENT == "gravity_anchors_selected"
         assert data["question"] == question
         assert [(a["kind"], a["id"]) for a in data["anchors"]] == [
             (a.kind.value, a.id) for a in expected.anchors

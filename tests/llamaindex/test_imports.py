@@ -21,6 +21,7 @@ EXPECTED_ALL = {
     "GravityFusionRetriever",
     "GravityMemoryBlock",
     "GravityNodePostprocessor",
+    "GravityQueryBundle",
     "GravityQueryTransform",
     "KeepGravityFirst",
     "LlamaIndexChatModel",

@@ -85,7 +85,8 @@ def test_the_question_leads_and_each_node_says_which_searches_found_it(
     # already placed, so nothing is added.
     assert [n.node.node_id for n in nodes] == ["shared", f"only:{QUESTION}"]
     shared = nodes[0]
-    assert shared.score == pytest.approx((1 + len(context.expansions)) / 61)
+    assert shared.score == 0.5  # the host's score for the question; the fused score is in metadata
+    assert shared.node.metadata["gravity_score"] == pytest.approx((1 + len(context.expansions)) / 61)
     found = shared.node.metadata["gravity_found_by"]
     assert [f["text"] for f in found] == [QUESTION, *context.expansions]
     assert shared.node.metadata["gravity_slot"] == "question"
