@@ -57,7 +57,7 @@ def test_every_recipe_is_listed_in_the_cookbook_readme() -> None:
     readme = (COOKBOOK / "README.md").read_text(encoding="utf-8")
     helpers = {"fake_openai.py", "chroma_server.py"}
     recipes = sorted(p.name for p in COOKBOOK.glob("*.py") if p.name not in helpers)
-    assert len(recipes) == 7
+    assert len(recipes) == 8
     for recipe in recipes:
         assert f"({recipe})" in readme, f"{recipe} is not linked from cookbook/README.md"
         source = (COOKBOOK / recipe).read_text(encoding="utf-8")
@@ -173,6 +173,23 @@ def test_openai_build_with_the_real_api(tmp_path: Path) -> None:
     assert re.search(r"build: 96 turns in 6 batches, 0 failed; \d+ requests", out)
     assert "build again: 0 added, 96 already known; 0 requests" in out
     assert "Harbourside" in out.split("\nA: ", 1)[1]
+
+
+@pytest.mark.slow
+def test_live_chat_app(tmp_path: Path) -> None:
+    out = run_recipe("live_chat_app.py", "--workdir", str(tmp_path / "app"), cwd=tmp_path)
+    start, third, fourth = out.split("\nsession_")
+    assert "before (KB generation 1)" in start and "session_3" not in start  # no anchor of session 3 yet
+    for block, number, generation in ((third, 3, 2), (fourth, 4, 3)):
+        assert f"now (KB generation {generation})" in block
+        for framework in ("LangChain ", "LlamaIndex"):
+            line = next(line for line in block.splitlines() if line.strip().startswith(framework))
+            assert f"'session_{number}'" in line, line  # the chain and query engine built once see it
+        assert f"session_{number}:" in block  # the model's prompt cites the new session's turns
+    assert "added to the KB by `gravity build` (CLI) in another process" in third
+    assert "added to the KB by the Python API in another process" in fourth
+    assert "the engine served 3 KB versions, now generation 3" in out
+    assert AnchorStore(tmp_path / "app" / "kb").current_generation() == 3
 
 
 @pytest.mark.slow
