@@ -202,6 +202,7 @@ class AnchorStore:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        self._manifest_path = os.path.join(self.directory, MANIFEST)  # a str: stat() per query, no Path work
         # Who holds the writer lock through this store, and how deep (a save inside a build).
         self._lock_owner: int | None = None
         self._lock_depth = 0
@@ -425,7 +426,7 @@ class AnchorStore:
         reader's next :meth:`load` reports it).
         """
         try:
-            st = os.stat(self.directory / MANIFEST)
+            st = os.stat(self._manifest_path)
         except OSError:
             return None
         return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
