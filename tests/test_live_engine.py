@@ -29,9 +29,12 @@ from gravity_core.loaders import load_conversation
 from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex, NumpyAnchorIndex
+from gravity_core.query.live import LiveKB, StoreSource, first_reading
+from gravity_core.query.state import KBSnapshot
 from gravity_core.query.types import AnchorContext
 from gravity_core.schema import AnchorKind, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.store import AnchorStore, LoadedKB
+from gravity_core.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_conversation.jsonl"
@@ -384,3 +387,40 @@ def test_following_needs_an_index_the_engine_can_bring_up_to_date(
         kb_12, embedder=hashing, index=NumpyAnchorIndex.from_vectors(vectors), follow=False
     )
     assert fixed.query(BISCUIT).question == BISCUIT
+
+
+def test_a_failed_read_is_retried_when_the_folder_moves_on_or_its_interval_ends(
+    tmp_path: Path, hashing: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = tmp_path / "kb"
+    builder_of(kb, hashing).add(sessions(1, 2))
+    source = StoreSource(AnchorStore(kb))
+    loaded, mark = first_reading(source)
+    now = [100.0]
+
+    def prepare(fresh: LoadedKB, revision: int) -> KBSnapshot:
+        index = NumpyAnchorIndex.from_vectors(fresh.vectors)
+        return KBSnapshot.of(
+            fresh.kb, index, counter=TokenCounter(), generation=fresh.generation, revision=revision
+        )
+
+    live = LiveKB(source, prepare, prepare(loaded, 0), mark, clock=lambda: now[0])
+    builder_of(kb, hashing).add(sessions(3))
+    damaged = kb / "g000002" / "events.json"
+    damaged.write_bytes(damaged.read_bytes() + b" ")
+    loads = count_calls(monkeypatch, "load")
+
+    assert live.current().generation == 1 and loads == {"load": 1}  # tried, failed, kept generation 1
+    assert live.current().generation == 1 and loads == {"load": 1}  # waits: nothing moved
+    now[0] += 0.4
+    assert live.current().generation == 1 and loads == {"load": 1}
+    now[0] += 0.2  # the first interval (0.5 s) is over
+    assert live.current().generation == 1 and loads == {"load": 2}
+    now[0] += 0.6  # the next interval is twice as long
+    assert live.current().generation == 1 and loads == {"load": 2}
+
+    AnchorStore(kb).rollback()  # the folder moves on: read again at once, whatever the interval
+    builder_of(kb, hashing).add(sessions(3))
+    snapshot = live.current()
+    assert (snapshot.generation, snapshot.revision) == (3, 1)
+    assert len(snapshot.kb.utterances) == len(sessions(1, 2, 3))

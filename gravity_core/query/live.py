@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
 from gravity_core.anchor_vectors import ANCHOR_KINDS, AnchorVectors
@@ -57,6 +57,10 @@ class KBSource(Protocol):
 
     def changed(self) -> bool:
         """Whether the KB may differ from the one last accepted (cheap: called once per query)."""
+        ...
+
+    def probe(self) -> Hashable:
+        """A cheap fingerprint of the source now: when it moves, a failed read is worth trying again."""
         ...
 
     def read(self) -> Reading | None:
@@ -96,6 +100,9 @@ class StoreSource:
 
     def changed(self) -> bool:
         return self.store.stamp() != self._stamp
+
+    def probe(self) -> Hashable:
+        return self.store.stamp()
 
     def read(self) -> Reading | None:
         stamp = self.store.stamp()
@@ -145,6 +152,9 @@ class BuilderSource:
     def changed(self) -> bool:
         mark = self._mark()
         return len(mark) != len(self._seen) or any(a is not b for a, b in zip(mark, self._seen, strict=True))
+
+    def probe(self) -> Hashable:
+        return tuple(id(part) for part in self._mark())
 
     def read(self) -> Reading | None:
         mark = self._mark()
@@ -233,6 +243,7 @@ class LiveKB:
         self._lock = threading.Lock()
         self._retry_at = 0.0
         self._wait = RETRY_AFTER_S
+        self._failed: Hashable = None  # the source's probe when a read last failed
         source.accept(first_mark)
 
     @property
@@ -249,17 +260,22 @@ class LiveKB:
         return self._source
 
     def current(self) -> KBSnapshot:
-        """The served snapshot, read again first if the source changed (and no failed read is waiting).
+        """The served snapshot, read again first if the source changed.
 
         Unchanged, this costs one :meth:`KBSource.changed` call and no lock. When several threads
-        find a change, one reads and the others wait for its snapshot.
+        find a change, one reads and the others wait for its snapshot. After a failed read the
+        source is read again once it moves on (a new build), else after the retry interval.
         """
-        if not self._source.changed() or self._clock() < self._retry_at:
+        if not self._source.changed() or self._waiting():
             return self._snapshot
         with self._lock:
-            if self._clock() >= self._retry_at and self._source.changed():
+            if self._source.changed() and not self._waiting():
                 self._reload()
             return self._snapshot
+
+    def _waiting(self) -> bool:
+        """Whether a failed read waits for its retry: its interval runs and the source has not moved."""
+        return self._clock() < self._retry_at and self._source.probe() == self._failed
 
     def refresh(self) -> bool:
         """Check the source now, even while a failed read waits for its retry; whether it changed."""
@@ -268,6 +284,7 @@ class LiveKB:
 
     def _reload(self) -> bool:
         before = self._snapshot
+        probe = self._source.probe()
         try:
             reading = self._source.read()
             if reading is None:
@@ -275,7 +292,7 @@ class LiveKB:
             loaded, mark = reading
             fresh = self._prepare(loaded, before.revision + 1)
         except (GravityError, OSError) as exc:
-            self._retry_at = self._clock() + self._wait
+            self._retry_at, self._failed = self._clock() + self._wait, probe
             logger.warning(
                 "%s changed but cannot be read yet (%s); still serving %s, trying again in %.1f s",
                 self._source,
@@ -287,7 +304,7 @@ class LiveKB:
             return False
         self._source.accept(mark)
         self._snapshot = fresh  # one assignment: a query sees the old snapshot or the new one
-        self._retry_at, self._wait = 0.0, RETRY_AFTER_S
+        self._retry_at, self._wait, self._failed = 0.0, RETRY_AFTER_S, None
         logger.info("%s: now serving %s (was %s)", self._source, _describe(fresh), _describe(before))
         return True
 
