@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +207,9 @@ def test_a_reader_never_sees_a_torn_kb_while_builds_run(
             assert now.generation is not None
             expected[now.generation] = {q: now.query(q) for q in QUESTIONS}
         seen_before_stop = len(seen)
-        while len(seen) < seen_before_stop + len(QUESTIONS) * 2:  # a few queries after the last build
+        deadline = time.monotonic() + 60
+        while len(seen) < seen_before_stop + len(QUESTIONS) * 2 and reader.is_alive():  # a few more queries
+            assert time.monotonic() < deadline, "the reader stopped answering"
             stop.wait(0.01)
     finally:
         stop.set()
