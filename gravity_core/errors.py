@@ -37,12 +37,20 @@ class ConfigurationError(GravityError, ValueError):
 
 
 class MissingDependencyError(ConfigurationError, ImportError):
-    """An optional dependency is not installed; the message names the extra to install."""
+    """An optional dependency is not installed; the message names the extra to install.
+
+    ``pip install 'gravity-memory[EXTRA]'`` works where GRAVITY is installed (from its clone or a
+    wheel): pip keeps the installed GRAVITY and adds the extra's packages. The package is not on
+    PyPI, so a fresh environment installs it from the clone: ``pip install -e '.[EXTRA]'``.
+    """
 
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(f"{purpose} needs the '{package}' package: pip install 'gravity-memory[{extra}]'")
+        super().__init__(
+            f"{purpose} needs the '{package}' package: pip install 'gravity-memory[{extra}]' "
+            f"(adds the '{extra}' extra to the installed GRAVITY; in its clone: pip install -e '.[{extra}]')"
+        )
 
 
 class InputDataError(GravityError, ValueError):

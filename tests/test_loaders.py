@@ -76,7 +76,7 @@ def test_locomo_photo_turn_gets_caption_attachment_and_plain_turns_none() -> Non
 
 
 def test_locomo_never_reads_annotations_or_qa() -> None:
-    utterances = load_locomo(LOCOMO)
+    utterances = [u for sample in locomo_sample_ids(LOCOMO) for u in load_locomo(LOCOMO, sample)]
 
     assert not any("ANNOTATION-SENTINEL" in u.full_text() for u in utterances)
     assert not any(u.text == "sage green" for u in utterances)
@@ -89,20 +89,25 @@ def test_locomo_sessions_in_time_order_whatever_the_key_order() -> None:
     _assert_conversation_order(utterances)
 
 
-def test_locomo_all_samples_prefix_ids_with_sample_id() -> None:
-    utterances = load_locomo(LOCOMO)
+def test_locomo_file_of_several_samples_needs_one_chosen() -> None:
+    # One KB of several LoCoMo conversations mixes unrelated people: no silent merge.
+    for load in (load_locomo, load_conversation):
+        with pytest.raises(InputDataError) as caught:
+            load(LOCOMO)
+        message = str(caught.value)
+        assert "2 conversations" in message and "available: demo-1, demo-2" in message
+        assert str(LOCOMO) in message and caught.value.field == "sample_id"
 
-    assert len(utterances) == 9
-    assert utterances[0].id == "demo-1/D1:1"
-    assert utterances[0].session == "demo-1/session_1"
-    assert utterances[-1].id == "demo-2/D2:2"
-    assert _sessions(utterances) == [
-        "demo-1/session_1",
-        "demo-1/session_2",
-        "demo-2/session_1",
-        "demo-2/session_2",
-    ]
-    assert len({u.id for u in utterances}) == 9
+
+def test_locomo_file_of_one_sample_loads_without_choosing(tmp_path: Path) -> None:
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(LOCOMO.read_text(encoding="utf-8"))[:1]), encoding="utf-8")
+
+    utterances = load_locomo(one)
+
+    assert [u.text for u in utterances] == [u.text for u in load_locomo(LOCOMO, "demo-1")]
+    assert utterances[0].id == "demo-1/D1:1" and utterances[0].session == "demo-1/session_1"
+    assert load_conversation(one) == utterances
 
 
 def test_locomo_sample_ids_in_file_order() -> None:
@@ -202,12 +207,11 @@ def test_single_line_jsonl_and_utf8_bom_and_crlf(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("path", "direct"),
     [
-        (LOCOMO, lambda p: load_locomo(p)),
         (LONGMEMEVAL, lambda p: load_longmemeval(p)),
         (UTTERANCES_JSONL, load_utterances),
         (UTTERANCES_JSON, load_utterances),
     ],
-    ids=["locomo", "longmemeval", "jsonl", "json"],
+    ids=["longmemeval", "jsonl", "json"],  # LoCoMo: test_locomo_file_of_one_sample_loads_without_choosing
 )
 def test_auto_detect_matches_the_direct_loader(path: Path, direct: Callable[[Path], list[Utterance]]) -> None:
     assert load_conversation(path) == direct(path)

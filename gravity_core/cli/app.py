@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Annotated
 
 import typer
 
@@ -11,10 +12,32 @@ from gravity_core.cli import build_cmd, eval_cmd, query_cmd, sgmem_cmd, show_cmd
 from gravity_core.errors import GravityError
 from gravity_core.storage_errors import describe_os_error
 
-__all__ = ["main", "make_app"]
+__all__ = ["CONTEXT_SETTINGS", "main", "make_app"]
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+
+#: Every command and sub-command takes ``-h`` as well as ``--help`` (sub-contexts inherit it).
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from gravity_core import __version__
+
+        typer.echo(f"gravity {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Show GRAVITY's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Build and query GRAVITY anchor knowledge bases."""
 
 
 def make_app() -> typer.Typer:
@@ -26,7 +49,9 @@ def make_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        context_settings=CONTEXT_SETTINGS,
     )
+    app.callback()(_root)
     app.command("build")(build_cmd.build)
     app.command("stats")(stats_cmd.stats)
     app.command("query")(query_cmd.query)
@@ -58,6 +83,9 @@ def main(argv: list[str] | None = None) -> None:
         format_message = getattr(exc, "format_message", None)
         if format_message is None or not hasattr(exc, "exit_code"):
             raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `gravity`, `gravity sgmem`: the help, as it is
+            sys.stderr.write(f"{format_message()}\n")
+            sys.exit(EXIT_USAGE)
         _fail(f"{format_message()} (see 'gravity {_command_of(exc)}--help')", EXIT_USAGE)
     if isinstance(result, int) and result:
         sys.exit(result)

@@ -17,11 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder, BuildReport, ProgressCallback
+from gravity_core.cli._inputs import check_output_folder, load_input
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.base import Extractor
+from gravity_core.llm.base import ChatModel
 from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
-from gravity_core.loaders import DEFAULT_MAX_INPUT_BYTES, load_conversation
+from gravity_core.loaders import DEFAULT_MAX_INPUT_BYTES
 from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.stats import kb_stats
 from gravity_core.store import AnchorStore
@@ -32,29 +34,31 @@ class ExtractorKind(StrEnum):
     LLM = "llm"
 
 
-def _extractor(
-    kind: ExtractorKind,
-    model: str | None,
-    fused: bool,
-    store: AnchorStore,
-    embedder: Embedder,
-    retry: RetryPolicy,
-    max_concurrency: int,
-) -> Extractor:
+def _chat_model(
+    kind: ExtractorKind, model: str | None, retry: RetryPolicy, max_concurrency: int
+) -> ChatModel | None:
+    """The model of ``--extractor llm``, created (API key checked) before anything is read or written."""
     if kind is ExtractorKind.OFFLINE:
         if model:
             raise ConfigurationError("--model is for --extractor llm; the offline extractor uses no model")
+        return None
+    if not model:
+        raise ConfigurationError(
+            "--extractor llm needs --model PROVIDER:NAME, e.g. --model openai:gpt-4o-mini"
+        )
+    return load_chat_model(model, retry=retry, max_concurrency=max_concurrency)
+
+
+def _extractor(
+    chat: ChatModel | None, fused: bool, store: AnchorStore, embedder: Embedder, max_concurrency: int
+) -> Extractor:
+    if chat is None:
         from gravity_core.extract.offline import OfflineExtractor
 
         return OfflineExtractor(embedder)
-    if not model:
-        raise ConfigurationError(
-            "--extractor llm needs --model provider:name, e.g. --model openai:gpt-4o-mini"
-        )
     from gravity_core.extract.llm import LLMExtractor
     from gravity_core.llm.cache import ResponseCache
 
-    chat = load_chat_model(model, retry=retry, max_concurrency=max_concurrency)
     return LLMExtractor(
         chat, fused=fused, cache=ResponseCache(store.cache_dir), max_concurrency=max_concurrency
     )
@@ -64,7 +68,9 @@ _DEFAULT_RETRY = RetryPolicy()
 
 
 def build(
-    output: Annotated[Path, typer.Option("-o", "--output", help="KB folder to create or extend.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="KB_DIR", help="KB folder to create or extend.")
+    ],
     input_path: Annotated[
         Path | None,
         typer.Argument(
@@ -73,21 +79,24 @@ def build(
         ),
     ] = None,
     sample: Annotated[
-        str | None, typer.Option(help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id.")
+        str | None,
+        typer.Option(metavar="ID", help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id."),
     ] = None,
     extractor: Annotated[
-        ExtractorKind, typer.Option(help="offline (no model) or llm.")
+        ExtractorKind, typer.Option(metavar="offline|llm", help="offline (no model) or llm.")
     ] = ExtractorKind.OFFLINE,
     model: Annotated[
-        str | None, typer.Option(help="Chat model for --extractor llm, as provider:name.")
+        str | None, typer.Option(metavar="PROVIDER:NAME", help="Chat model for --extractor llm.")
     ] = None,
     fused: Annotated[
         bool, typer.Option("--fused/--modules", help="LLM: one call per batch, or one per module.")
     ] = True,
     batch_size: Annotated[
-        int, typer.Option(min=1, help="Utterances per extractor call.")
+        int, typer.Option(min=1, metavar="N", help="Utterances per extractor call.")
     ] = DEFAULT_BATCH_SIZE,
-    embedder: Annotated[str, typer.Option(help="minilm (offline default) or hashing[:DIM].")] = "minilm",
+    embedder: Annotated[
+        str, typer.Option(metavar="NAME", help="minilm (offline default) or hashing[:DIM].")
+    ] = "minilm",
     retry_failed: Annotated[
         bool,
         typer.Option(
@@ -100,14 +109,21 @@ def build(
     ] = False,
     retry_attempts: Annotated[
         int,
-        typer.Option(min=1, help="LLM: requests per call on rate limits, timeouts and connection errors."),
+        typer.Option(
+            min=1, metavar="N", help="LLM: requests per call on rate limits, timeouts and connection errors."
+        ),
     ] = _DEFAULT_RETRY.max_attempts,
     max_concurrency: Annotated[
         int,
-        typer.Option(min=1, help="LLM: model requests in flight at once (--modules sends them together)."),
+        typer.Option(
+            min=1, metavar="N", help="LLM: model requests in flight at once (--modules sends them together)."
+        ),
     ] = DEFAULT_MAX_CONCURRENCY,
     max_input_mb: Annotated[
-        int, typer.Option(min=1, help="Refuse an INPUT larger than this many MiB (read stops there).")
+        int,
+        typer.Option(
+            min=1, metavar="N", help="Refuse an INPUT larger than this many MiB (read stops there)."
+        ),
     ] = DEFAULT_MAX_INPUT_BYTES // 2**20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
@@ -122,6 +138,7 @@ def build(
         return
     if input_path is None and not retry_failed:
         raise ConfigurationError("INPUT is required (unless --retry-failed or --rollback)")
+    check_output_folder(output, "KB")
     if retry_failed and not store.exists():
         raise ConfigurationError(f"--retry-failed needs an existing KB; {output} holds none")
     if retry_failed and extractor is ExtractorKind.OFFLINE:
@@ -131,15 +148,14 @@ def build(
             raise ConfigurationError(
                 f"this KB was built with {built_with}: retry with --extractor llm --model {model_name}"
             )
+    # Cheapest checks first: the model (and its API key), then the input, then the embedder.
+    chat = _chat_model(extractor, model, RetryPolicy(max_attempts=retry_attempts), max_concurrency)
     utterances = (
-        load_conversation(input_path, sample=sample, max_bytes=max_input_mb * 2**20)
-        if input_path is not None
-        else None
+        load_input(input_path, sample, max_bytes=max_input_mb * 2**20) if input_path is not None else None
     )
     anchor_embedder = load_embedder(embedder)
-    retry = RetryPolicy(max_attempts=retry_attempts)
     builder = AnchorBuilder(
-        _extractor(extractor, model, fused, store, anchor_embedder, retry, max_concurrency),
+        _extractor(chat, fused, store, anchor_embedder, max_concurrency),
         anchor_embedder,
         batch_size=batch_size,
         store=store,

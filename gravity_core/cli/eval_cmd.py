@@ -40,44 +40,73 @@ _LLM_SETTINGS = ",".join(_DEFAULTS.llm_settings)
 _LLM_BUDGETS = ",".join(map(str, _DEFAULTS.llm_budgets))
 
 Output = Annotated[
-    Path | None, typer.Option("-o", "--output", help="Run folder (default: gravity-eval/<benchmark>).")
+    Path | None,
+    typer.Option("-o", "--output", metavar="DIR", help="Run folder (default: gravity-eval/<benchmark>)."),
 ]
-Budgets = Annotated[str, typer.Option(help="Total context budgets, cl100k tokens, comma-separated.")]
+Budgets = Annotated[
+    str, typer.Option(metavar="N,N,...", help="Total context budgets, cl100k tokens, comma-separated.")
+]
 Settings = Annotated[
-    str, typer.Option(help="GRAVITY settings (presets), comma-separated; 'all' for every ablation.")
+    str,
+    typer.Option(
+        metavar="NAMES", help="GRAVITY settings (presets), comma-separated; 'all' for every ablation."
+    ),
 ]
 Hosts = Annotated[
-    list[str] | None, typer.Option("--host", help="Host memory: vector (default) or sgmem; repeatable.")
+    list[str] | None,
+    typer.Option("--host", metavar="vector|sgmem", help="Host memory (default: vector); repeatable."),
 ]
-Limit = Annotated[int | None, typer.Option(min=1, help="Only the first N questions of each sample.")]
-Embedder = Annotated[str, typer.Option(help="minilm (offline default) or hashing[:DIM].")]
+Limit = Annotated[
+    int | None, typer.Option(min=1, metavar="N", help="Only the first N questions of each sample.")
+]
+Embedder = Annotated[str, typer.Option(metavar="NAME", help="minilm (offline default) or hashing[:DIM].")]
 ExtractorOpt = Annotated[
-    str, typer.Option(help="KB extractor: offline (default) or llm (uses --extract-model).")
+    str, typer.Option(metavar="offline|llm", help="KB extractor (llm uses --extract-model).")
 ]
-ExtractModel = Annotated[str | None, typer.Option(help="Chat model of --extractor llm, as provider:name.")]
+ExtractModel = Annotated[
+    str | None, typer.Option(metavar="PROVIDER:NAME", help="Chat model of --extractor llm.")
+]
 Model = Annotated[
-    str | None, typer.Option(help="Chat model that answers, as provider:name (none: offline metrics only).")
+    str | None,
+    typer.Option(metavar="PROVIDER:NAME", help="Chat model that answers (none: offline metrics only)."),
 ]
-JudgeModel = Annotated[str | None, typer.Option(help="Chat model that judges (default: --model).")]
+JudgeModel = Annotated[
+    str | None, typer.Option(metavar="PROVIDER:NAME", help="Chat model that judges (default: --model).")
+]
 LLMSettings = Annotated[
-    str, typer.Option(help="Settings the model answers, comma-separated (the host alone always).")
+    str,
+    typer.Option(
+        metavar="NAMES", help="Settings the model answers, comma-separated (the host alone always)."
+    ),
 ]
-LLMBudgets = Annotated[str, typer.Option(help="Budgets at which the model answers, comma-separated.")]
+LLMBudgets = Annotated[
+    str, typer.Option(metavar="N,N,...", help="Budgets at which the model answers, comma-separated.")
+]
 AnchorShare = Annotated[
-    float, typer.Option(help="GRAVITY's injection takes this share of each budget beyond --host-reserve.")
+    float,
+    typer.Option(
+        metavar="X", help="GRAVITY's injection takes this share of each budget beyond --host-reserve."
+    ),
 ]
-HostReserve = Annotated[int, typer.Option(min=0, help="Tokens of every budget kept for the host's memories.")]
+HostReserve = Annotated[
+    int, typer.Option(min=0, metavar="N", help="Tokens of every budget kept for the host's memories.")
+]
 MinAnchorTokens = Annotated[
-    int, typer.Option(min=0, help="A smaller anchor share than this gives the anchors nothing.")
+    int, typer.Option(min=0, metavar="N", help="A smaller anchor share than this gives the anchors nothing.")
 ]
-ExpansionLead = Annotated[int, typer.Option(min=0, help="The question's own hits that always come first.")]
+ExpansionLead = Annotated[
+    int, typer.Option(min=0, metavar="N", help="The question's own hits that always come first.")
+]
 ExpansionEvery = Annotated[
-    int, typer.Option(min=0, help="After the lead, every Nth place may hold an expansion's hit (0: none).")
+    int,
+    typer.Option(
+        min=0, metavar="N", help="After the lead, every Nth place may hold an expansion's hit (0: none)."
+    ),
 ]
 ExpansionDepth = Annotated[
-    int, typer.Option(min=1, help="Hits of each expansion's search that may be added.")
+    int, typer.Option(min=1, metavar="N", help="Hits of each expansion's search that may be added.")
 ]
-Concurrency = Annotated[int, typer.Option(min=1, help="Chat-model requests in flight.")]
+Concurrency = Annotated[int, typer.Option(min=1, metavar="N", help="Chat-model requests in flight.")]
 NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
@@ -215,18 +244,18 @@ def _evaluate(
         raise ConfigurationError(
             f"--llm-budgets {llm_budgets} names none of the budgets {budgets}: the model would answer nothing"
         )
-    samples = load()
-    if limit is not None:
-        samples = [dataclasses.replace(s, questions=s.questions[:limit]) for s in samples]
-    counter = TokenCounter()
-    shared_embedder = load_embedder(embedder)
     grader = None
-    if model:
+    if model:  # first: a missing API key stops the run before anything is read
         # One limiter for both models: at most --concurrency requests in flight in all.
         limiter = ConcurrencyLimiter(concurrency)
         answerer = load_chat_model(model, limiter=limiter)
         judge = load_chat_model(judge_model, limiter=limiter) if judge_model else None
         grader = Grader(answerer, judge, cache_dir=folder / "llm_cache")
+    samples = load()
+    if limit is not None:
+        samples = [dataclasses.replace(s, questions=s.questions[:limit]) for s in samples]
+    counter = TokenCounter()
+    shared_embedder = load_embedder(embedder)
     console = Console(stderr=True, quiet=quiet)
     columns = (TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
@@ -253,9 +282,11 @@ def _evaluate(
 
 
 def locomo(
-    path: Annotated[Path, typer.Argument(help="LoCoMo JSON file (e.g. locomo10.json).")],
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="LoCoMo JSON file (e.g. locomo10.json).")],
     output: Output = None,
-    samples: Annotated[str | None, typer.Option(help="Sample ids, comma-separated (default: all).")] = None,
+    samples: Annotated[
+        str | None, typer.Option(metavar="IDS", help="Sample ids, comma-separated (default: all).")
+    ] = None,
     budgets: Budgets = _BUDGETS,
     settings: Settings = "all",
     host: Hosts = None,
@@ -304,10 +335,12 @@ def locomo(
 
 
 def longmemeval(
-    path: Annotated[Path, typer.Argument(help="LongMemEval JSON file (e.g. longmemeval_s.json).")],
+    path: Annotated[
+        Path, typer.Argument(metavar="FILE", help="LongMemEval JSON file (e.g. longmemeval_s.json).")
+    ],
     output: Output = None,
     questions: Annotated[
-        str | None, typer.Option(help="Question ids, comma-separated (default: all).")
+        str | None, typer.Option(metavar="IDS", help="Question ids, comma-separated (default: all).")
     ] = None,
     abstention: Annotated[bool, typer.Option(help="Include the abstention (_abs) questions.")] = False,
     budgets: Budgets = _BUDGETS,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex
+from gravity_core.query.types import AnchorContext
 from gravity_core.recipes import PRESETS
 
 
@@ -29,24 +30,43 @@ def _chroma_index(kb_dir: Path, path: Path | None, server: str | None) -> Chroma
     return None
 
 
+def _json_of(context: AnchorContext) -> dict[str, Any]:
+    """``context.to_dict()``, each anchor's kind under ``"kind"`` as in the Python API and the events."""
+    data = context.to_dict()
+    data["anchors"] = [
+        {("kind" if key == "type" else key): value for key, value in anchor.items()}
+        for anchor in data["anchors"]
+    ]
+    return data
+
+
 def query(
-    kb_dir: Annotated[Path, typer.Argument(help="KB folder written by 'gravity build'.")],
-    question: Annotated[str, typer.Argument(help="The question to find anchors for.")],
+    kb_dir: Annotated[Path, typer.Argument(metavar="KB_DIR", help="KB folder written by 'gravity build'.")],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to find anchors for.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    preset: Annotated[str, typer.Option(help=f"Settings preset: {', '.join(PRESETS)}.")] = "full",
+    preset: Annotated[
+        str, typer.Option(metavar="NAME", help=f"Settings preset: {', '.join(PRESETS)}.")
+    ] = "full",
     question_date: Annotated[
         str | None,
-        typer.Option("--date", help="Date the question is asked (YYYY-MM-DD); default: the KB's last day."),
+        typer.Option(
+            "--date",
+            metavar="YYYY-MM-DD",
+            help="Date the question is asked (YYYY-MM-DD); default: the KB's last day.",
+        ),
     ] = None,
     token_budget: Annotated[
-        int | None, typer.Option(min=1, help="Token budget of the blocks (cl100k).")
+        int | None, typer.Option(min=1, metavar="N", help="Token budget of the blocks (cl100k).")
     ] = None,
     chroma_path: Annotated[
-        Path | None, typer.Option(help="Search the anchors in an embedded Chroma database in this folder.")
+        Path | None,
+        typer.Option(metavar="DIR", help="Search the anchors in an embedded Chroma database in this folder."),
     ] = None,
     chroma_server: Annotated[
         str | None,
-        typer.Option(help="Search the anchors in a Chroma server, HOST:PORT (shared by processes)."),
+        typer.Option(
+            metavar="HOST:PORT", help="Search the anchors in a Chroma server (shared by processes)."
+        ),
     ] = None,
 ) -> None:
     """Select anchors for a question and print the expansions and the prompt blocks (no model call)."""
@@ -62,7 +82,7 @@ def query(
     engine = GravityEngine.from_dir(kb_dir, index=_chroma_index(kb_dir, chroma_path, chroma_server))
     context = engine.query(question, config=config, question_date=asked)
     if as_json:
-        typer.echo(json.dumps(context.to_dict(), indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(_json_of(context), indent=2, ensure_ascii=False))
         return
     typer.echo(context.text)
     if context.expansions:

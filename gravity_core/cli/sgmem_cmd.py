@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gravity_core.errors import ConfigurationError
+from gravity_core.cli._inputs import check_output_folder, load_input
+from gravity_core.errors import AnchorStoreError, ConfigurationError
 from gravity_core.llm.cache import ResponseCache
-from gravity_core.loaders import load_conversation
 from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.sgmem.config import ChunkGranularity, GraphConfig
 from gravity_core.sgmem.index import SGMem
@@ -40,27 +40,38 @@ def build(
     input_path: Annotated[
         Path, typer.Argument(metavar="INPUT", help="LoCoMo, LongMemEval or utterance JSON/JSONL.")
     ],
-    output: Annotated[Path, typer.Option("-o", "--output", help="SGMem folder to create or extend.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="SGMEM_DIR", help="SGMem folder to create or extend.")
+    ],
     sample: Annotated[
-        str | None, typer.Option(help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id.")
+        str | None,
+        typer.Option(metavar="ID", help="LoCoMo sample id (e.g. conv-26) or LongMemEval question id."),
     ] = None,
     embedder: Annotated[
         str | None,
-        typer.Option(help="minilm (offline default) or hashing[:DIM]; an existing index keeps its own."),
+        typer.Option(
+            metavar="NAME", help="minilm (offline default) or hashing[:DIM]; an existing index keeps its own."
+        ),
     ] = None,
-    k: Annotated[int | None, typer.Option(min=1, help="Graph neighbours per sentence (default 5).")] = None,
+    k: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="Graph neighbours per sentence (default 5).")
+    ] = None,
     gamma: Annotated[
-        float | None, typer.Option(min=-1.0, max=1.0, help="Minimum cosine of a graph edge (default 0.5).")
+        float | None,
+        typer.Option(min=-1.0, max=1.0, metavar="X", help="Minimum cosine of a graph edge (default 0.5)."),
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(help="Chat model (provider:name) that writes session summaries, facts and insights."),
+        typer.Option(
+            metavar="PROVIDER:NAME", help="Chat model that writes session summaries, facts and insights."
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line.")] = False,
 ) -> None:
     """Build an SGMem index; run again to add new utterances only (no rebuild)."""
-    utterances = load_conversation(input_path, sample=sample)
-    memory_model = load_chat_model(model) if model else None
+    check_output_folder(output, "SGMem")
+    memory_model = load_chat_model(model) if model else None  # its API key is checked before any read
+    utterances = load_input(input_path, sample)
     cache = ResponseCache(output / "cache") if memory_model is not None else None
     with os_errors(output, kind="SGMem folder", action="read"):
         existing = (output / MANIFEST).exists()
@@ -104,21 +115,29 @@ def build(
 
 def query(
     index_dir: Annotated[
-        Path, typer.Argument(metavar="DIR", help="SGMem folder written by 'gravity sgmem build'.")
+        Path, typer.Argument(metavar="SGMEM_DIR", help="SGMem folder written by 'gravity sgmem build'.")
     ],
-    question: Annotated[str, typer.Argument(help="The question.")],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     granularity: Annotated[
-        ChunkGranularity, typer.Option(help="Chunks returned: turn, round or session.")
+        ChunkGranularity, typer.Option(metavar="turn|round|session", help="Chunks returned.")
     ] = ChunkGranularity.TURN,
     token_budget: Annotated[
         int | None,
-        typer.Option("--budget", min=1, help="cl100k tokens of the returned texts (default 1000)."),
+        typer.Option(
+            "--budget", min=1, metavar="N", help="cl100k tokens of the returned texts (default 1000)."
+        ),
     ] = None,
-    hops: Annotated[int | None, typer.Option(min=0, help="Graph hops (0: plain vector search).")] = None,
-    max_chunks: Annotated[int | None, typer.Option(min=1, help="At most this many chunks.")] = None,
+    hops: Annotated[
+        int | None, typer.Option(min=0, metavar="N", help="Graph hops (0: plain vector search).")
+    ] = None,
+    max_chunks: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="At most this many chunks.")
+    ] = None,
 ) -> None:
     """Retrieve the chunks and memories for a question (no model call)."""
+    if not index_dir.exists():
+        raise AnchorStoreError("no such folder", path=str(index_dir))
     memory = SGMem.load(index_dir)
     result = memory.retrieve(
         question, token_budget=token_budget, granularity=granularity, hops=hops, max_chunks=max_chunks

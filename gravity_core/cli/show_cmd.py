@@ -12,10 +12,12 @@ from gravity_core.store import AnchorStore
 
 
 def show(
-    kb_dir: Annotated[Path, typer.Argument(help="KB folder written by 'gravity build'.")],
+    kb_dir: Annotated[Path, typer.Argument(metavar="KB_DIR", help="KB folder written by 'gravity build'.")],
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="HTML file to write; default: KB_DIR/anchors.html."),
+        typer.Option(
+            "-o", "--output", metavar="FILE", help="HTML file to write; default: KB_DIR/anchors.html."
+        ),
     ] = None,
 ) -> None:
     """Write an HTML explorer of the KB: entity graph, event timeline, topic arcs, search.

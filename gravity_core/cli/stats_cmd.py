@@ -13,7 +13,7 @@ from gravity_core.store import AnchorStore
 
 
 def stats(
-    kb_dir: Annotated[Path, typer.Argument(help="KB folder written by 'gravity build'.")],
+    kb_dir: Annotated[Path, typer.Argument(metavar="KB_DIR", help="KB folder written by 'gravity build'.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
     """Show counts of entities, events, topics and utterances in a KB, and its failed batches."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ __all__ = [
     "RetryingChatModel",
     "as_provider_error",
     "is_retryable",
+    "missing_key_variable",
     "retry_after_seconds",
 ]
 
@@ -172,16 +174,40 @@ def as_provider_error(exc: BaseException, provider: str, *, doing: str | None = 
     if isinstance(exc, ProviderError):
         return exc
     status = _status_code(exc)
+    what = f"{doing}: " if doing else ""
+    variable = missing_key_variable(exc) if status is None else None
+    if variable is not None:
+        return ProviderError(
+            f"{what}no API key: set the {variable} environment variable", provider=provider, retryable=False
+        )
     hint = _what_to_check(exc, status) or (
         _CHECK_SET_UP if doing else f"not a known provider fault: {_CHECK_SET_UP}"
     )
-    what = f"{doing}: " if doing else ""
     return ProviderError(
         f"{what}{_describe(exc).rstrip('. ')}; {hint}",
         provider=provider,
         status_code=status,
         retryable=is_retryable(exc),
     )
+
+
+# An SDK that found no key names the variable it read: openai's "Missing credentials. ... set the
+# `OPENAI_API_KEY` ... environment variable" (older: "The api_key client option must be set ...").
+_KEY_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9]*_API_KEY\b")
+_NO_KEY_WORDS = ("missing credentials", "must be set", "is not set", "not provided", "no api key")
+
+
+def missing_key_variable(exc: BaseException) -> str | None:
+    """The environment variable (``OPENAI_API_KEY``...) ``exc`` says holds no API key, if it says so.
+
+    Read from the message, so no SDK is imported; an HTTP 401 (a key that was sent and refused)
+    is not a missing key.
+    """
+    text = str(exc)
+    variable = _KEY_VARIABLE.search(text)
+    if variable is None or not any(words in text.lower() for words in _NO_KEY_WORDS):
+        return None
+    return variable.group(0)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from gravity_core.errors import InputDataError
 from gravity_core.loaders._common import (
     DEFAULT_MAX_INPUT_BYTES,
     Document,
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 _SESSION_KEY = re.compile(r"session_([0-9]+)")
 _DATE_EXAMPLE = "1:56 pm on 8 May, 2023"
+_SHOWN_ID = 60
 
 
 def load_locomo(
@@ -51,8 +53,10 @@ def load_locomo(
         path: the LoCoMo JSON file (a list of samples, or one sample object).
         sample: the ``sample_id`` to load (e.g. ``"conv-26"``). Utterance ids are then the
             ``dia_id`` as-is (``"D1:3"``, matching the benchmark's evidence ids) and session ids
-            are ``"session_1"``, ... With ``None``, all samples are loaded one after another, and
-            both ids are prefixed with the sample id (``"conv-26/D1:3"``, ``"conv-26/session_1"``).
+            are ``"session_1"``, ... ``None`` is for a file of one sample: both ids are then
+            prefixed with the sample id (``"conv-26/D1:3"``, ``"conv-26/session_1"``). A file of
+            several samples holds unrelated conversations, which one KB must not mix: load each
+            by its id (:func:`locomo_sample_ids` lists them).
         max_bytes: the most bytes read from the file (default 512 MiB); a larger file is an
             :class:`~gravity_core.errors.InputDataError`.
 
@@ -60,8 +64,9 @@ def load_locomo(
         The utterances in conversation order.
 
     Raises:
-        InputDataError: the file is unreadable or malformed, or has no sample ``sample`` (the
-            message lists the available ids).
+        InputDataError: the file is unreadable or malformed, has no sample ``sample``, or holds
+            several samples and ``sample`` is ``None`` (both messages list the available ids;
+            ``field`` is ``"sample_id"``).
     """
     return locomo_from_document(read_document(path, max_bytes=max_bytes), sample)
 
@@ -79,14 +84,29 @@ def locomo_sample_ids(path: PathLike, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTE
 
 def locomo_from_document(document: Document, sample: str | None = None) -> list[Utterance]:
     """Like :func:`load_locomo`, for a file already parsed by the loaders."""
+    samples = _samples(document)
+    if sample is None and len(samples) > 1:
+        raise InputDataError(
+            f"{len(samples)} conversations (LoCoMo samples) in this file, and one KB must not mix them: "
+            f"choose one sample; available: {_listed([sample_id for sample_id, _, _ in samples])}",
+            path=document.path,
+            field="sample_id",
+        )
     return select_records(
         document,
-        _samples(document),
+        samples,
         sample,
         lambda data, where, prefix: _sample_utterances(data, where, prefix=prefix),
         kind="sample",
         id_field="sample_id",
     )
+
+
+def _listed(ids: list[str], shown: int = 20) -> str:
+    """``a, b, c, ... (7 more)``, each id cut to a readable length (input ids can be huge)."""
+    cut = [name if len(name) <= _SHOWN_ID else f"{name[: _SHOWN_ID - 1]}…" for name in ids[:shown]]
+    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
+    return ", ".join(cut) + more
 
 
 def _number_key(digits: str) -> tuple[int, str]:

@@ -57,6 +57,10 @@ def test_rebuild_adds_nothing_and_graph_settings_are_fixed(tmp_path: Path) -> No
 def test_query_of_a_missing_index_fails_clearly(tmp_path: Path) -> None:
     result = gravity("query", str(tmp_path / "none"), "anything")
     assert isinstance(result.exception, AnchorStoreError)
+    assert str(result.exception) == f"{tmp_path / 'none'}: no such folder"
+    (tmp_path / "empty").mkdir()
+    result = gravity("query", str(tmp_path / "empty"), "anything")
+    assert isinstance(result.exception, AnchorStoreError)
     assert "manifest.json missing" in str(result.exception)
 
 
