@@ -23,4 +23,5 @@ def test_python_blocks_run_in_order(tmp_path: Path) -> None:
     assert "<gravity>" in out
     assert "2 turns added" in out
     assert "When did Jonas ship the game? [(" in out
-    assert (tmp_path / "kb-sample").is_dir() and (tmp_path / "kb-chat").is_dir()
+    assert (tmp_path / "kb-sample").is_dir() and (tmp_path / "kb-chat-li").is_dir()
+    assert not (tmp_path / "kb-chat").exists()  # the LangChain section's folder: running both mixes nothing
