@@ -23,3 +23,10 @@ def test_the_sgmem_section_runs_offline(tmp_path: Path) -> None:
     assert re.search(r"^session_\d/r\d+ round \['session_", out, re.M)  # LangChain documents
     assert re.search(r"^session_\d:\d+ \['session_", out, re.M)  # LlamaIndex nodes
     assert (tmp_path / "sgmem-sample" / "manifest.json").exists()
+    # The plain-vs-walked example: the walk changes the top five, and the README shows what it prints.
+    plain = re.search(r"^plain: +(\[.*\])$", out, re.M)
+    walked = re.search(r"^walked: +(\[.*\])$", out, re.M)
+    assert plain and walked and plain.group(1) != walked.group(1)
+    assert re.search(r"'session_\d+:\d+', [12]\)", walked.group(1))  # a turn reached by the graph walk
+    shown = re.search(r"^```text\n(plain: .*?)^```", section(HEADING), re.M | re.S)
+    assert shown and shown.group(1).splitlines() == [plain.group(0), walked.group(0)]
