@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 KB     ?= kb-sample
 LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 
-.PHONY: demo test lint install install-test browser bench clean
+.PHONY: demo test lint install install-test browser bench wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,14 @@ test: install-test browser
 bench: install-test
 	$(BIN)/python -m benchmarks --locomo $(LOCOMO)
 
+# A wheel of this checkout: dist/gravity_memory-<version>-py3-none-any.whl (pip takes hatchling from the index).
+wheel: $(BIN)/python
+	$(BIN)/pip wheel --quiet --no-deps . -w dist
+
 lint: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/ruff check gravity_core gravity_langchain gravity_llamaindex tests
 	$(BIN)/mypy -p gravity_core -p gravity_langchain -p gravity_llamaindex
 
 clean:
-	rm -rf $(VENV) $(KB) .pytest_cache
+	rm -rf $(VENV) $(KB) .pytest_cache dist
