@@ -372,11 +372,17 @@ def _items(selected: Sequence[ScoredAnchor], rendered: RenderedAnchors) -> list[
 
 
 def _drop_order(items: Sequence[_Item]) -> list[_Item]:
-    """Lowest score first; among equal scores the later-selected first. NaN counts as lowest."""
+    """Lowest score first; among equal scores the later-selected first. NaN counts as lowest.
 
-    def key(item: _Item) -> tuple[float, int]:
+    Events in the reserved date slots (reason ``"temporal"``) go after all others: they were chosen
+    for their date, not their wording, so their cosine is often below the similar events' and
+    trimming by score alone would drop exactly the events a "When ...?" question needs.
+    """
+
+    def key(item: _Item) -> tuple[bool, float, int]:
         score = item.anchor.score
-        return (-math.inf if math.isnan(score) else score, -item.position)
+        reserved = item.anchor.reason == "temporal"
+        return (reserved, -math.inf if math.isnan(score) else score, -item.position)
 
     return sorted(items, key=key)
 
