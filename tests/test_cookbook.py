@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gravity_core.prompts.injection import PRIORITY_INSTRUCTION
 from gravity_core.store import AnchorStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +87,7 @@ def test_llamaindex_query_engine(tmp_path: Path) -> None:
     for block in (march, biscuit):
         assert re.search(r"plain    turns \[", block)
         assert "GRAVITY  anchor node + turns [" in block
-        assert "prompt the LLM got starts: Retrieved memories are the primary truth" in block
+        assert f"prompt the LLM got starts: {PRIORITY_INSTRUCTION[:40]}" in block
         plain = re.search(r"plain .*: (\d+)/(\d+) answer turns", block)
         ours = re.search(r"GRAVITY .*: (\d+)/\d+ answer turns, (\d+) more cited by the anchors", block)
         assert plain and ours
