@@ -28,6 +28,7 @@ from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
+from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.query.types import AnchorContext
 from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.embeddings import shares_embedder
@@ -52,9 +53,6 @@ ANCHORS_EVENT = "gravity_anchors_selected"
 Not ``"gravity_anchors"``: that is the name of the anchors runnable's run (and the prompt variable).
 """
 
-QUESTION_DATE_KEY = "question_date"
-"""The ``config["configurable"]`` key (and the chain's input key) of the date a question is asked."""
-
 # Arguments of LangChain's VectorStoreRetriever (or other retrievers) that GravityRetriever does not
 # take, and what to do instead.
 _WRAP_YOUR_RETRIEVER = (
@@ -74,36 +72,6 @@ _INSTEAD = {
 }
 # The keyword arguments GravityRetriever itself takes in invoke(); the others go to the store's search.
 _CALL_ARGUMENTS = ("k", "fetch_k", QUESTION_DATE_KEY)
-
-
-def as_question_date(value: object, argument: str = QUESTION_DATE_KEY) -> date | None:
-    """``value`` as the date a question is asked: a ``date``, a ``datetime`` (its date) or an ISO string.
-
-    Args:
-        value: ``None``, a ``date``, a ``datetime`` or an ISO 8601 string (``"2024-06-01"``,
-            ``"2024-06-01T09:30:00Z"``).
-        argument: the argument's name, for the error message.
-
-    Raises:
-        ConfigurationError: anything else, or a string that is not an ISO date.
-    """
-    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
-        return value
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return date.fromisoformat(text)
-        except ValueError:
-            pass
-        try:
-            return datetime.fromisoformat(text).date()
-        except ValueError:
-            pass
-    raise ConfigurationError(
-        f"{argument} must be a date, a datetime or an ISO date string such as '2024-06-01'; got {value!r}"
-    )
 
 
 def configured_question_date(config: RunnableConfig | None) -> date | None:

@@ -14,9 +14,10 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 
 from gravity_core.errors import ConfigurationError
+from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
 from gravity_llamaindex.escaping import escape_host_nodes
-from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider, as_question_date
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 from gravity_llamaindex.transform import question_date_of
 
 __all__ = [

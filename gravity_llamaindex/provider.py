@@ -14,6 +14,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
+from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
 from gravity_llamaindex.instrumentation import GravityAnchorsEvent
 
@@ -25,36 +26,6 @@ dispatcher = get_dispatcher(__name__)
 DEFAULT_CACHE_SIZE = 16
 
 _Key = tuple[str, date | None]
-
-
-def as_question_date(value: object, argument: str = "question_date") -> date | None:
-    """``value`` as the date a question is asked: a ``date``, a ``datetime`` (its date) or an ISO string.
-
-    Args:
-        value: ``None``, a ``date``, a ``datetime`` or an ISO 8601 string (``"2024-06-01"``,
-            ``"2024-06-01T09:30:00Z"``).
-        argument: the argument's name, for the error message.
-
-    Raises:
-        ConfigurationError: anything else, or a string that is not an ISO date.
-    """
-    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
-        return value
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return date.fromisoformat(text)
-        except ValueError:
-            pass
-        try:
-            return datetime.fromisoformat(text).date()
-        except ValueError:
-            pass
-    raise ConfigurationError(
-        f"{argument} must be a date, a datetime or an ISO date string such as '2024-06-01'; got {value!r}"
-    )
 
 
 class AnchorProvider:

@@ -19,8 +19,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
 from gravity_core.fusion import reciprocal_rank_fusion as core_rrf
+from gravity_core.query.question_date import as_question_date
 from gravity_llamaindex.embeddings import GravityEmbedding
-from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider, as_question_date
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 from gravity_llamaindex.transform import merge_queries, question_date_of
 
 __all__ = ["DEFAULT_RRF_K", "GravityFusionRetriever", "reciprocal_rank_fusion"]

@@ -18,12 +18,10 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 
-from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider, as_question_date
+from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
+from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
 __all__ = ["GravityQueryBundle", "GravityQueryTransform", "merge_queries", "question_date_of"]
-
-QUESTION_DATE_KEY = "question_date"
-"""The ``transform_metadata`` key of the question date (``TransformQueryEngine``)."""
 
 
 @dataclass
