@@ -155,16 +155,12 @@ class _Anchors:
     def context(self, value: Any, run_config: RunnableConfig | None) -> AnchorContext:
         question = _question_of(value, self.question_key)
         asked = self.asked(value, run_config)
-        if asked is None:
-            return self.cache.get(question, config=self.config)
-        return self.cache.engine.query(question, config=self.config, question_date=asked)
+        return self.cache.get(question, config=self.config, question_date=asked)
 
     async def acontext(self, value: Any, run_config: RunnableConfig | None) -> AnchorContext:
         question = _question_of(value, self.question_key)
         asked = self.asked(value, run_config)
-        if asked is None:
-            return await self.cache.aget(question, config=self.config)
-        return await self.cache.engine.aquery(question, config=self.config, question_date=asked)
+        return await self.cache.aget(question, config=self.config, question_date=asked)
 
 
 def gravity_anchors_runnable(

@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
+from datetime import date
 
 import numpy as np
 
@@ -31,17 +32,17 @@ __all__ = ["GravityQueryCache"]
 
 logger = logging.getLogger(__name__)
 
-_Key = tuple[int, str, QueryConfig]
+_Key = tuple[int, str, QueryConfig, date | None]
 
 
 class GravityQueryCache:
-    """Runs ``engine.query`` once per (question, config) and shares the result; thread-safe.
+    """Runs ``engine.query`` once per (question, config, question date), shares the result; thread-safe.
 
-    An engine's answer depends only on the question, the config and the KB version it serves, so
-    results are kept per version: when the engine follows its KB (``GravityEngine.from_dir`` or
-    ``from_builder``) and a new version appears, the cache forgets the old answers and the next
-    lookup runs the engine again. A query running while the version changes still finishes, but
-    its answer is not kept.
+    An engine's answer depends only on the question, the config, the question date and the KB version
+    it serves, so results are kept per version: when the engine follows its KB
+    (``GravityEngine.from_dir`` or ``from_builder``) and a new version appears, the cache forgets the
+    old answers and the next lookup runs the engine again. A query running while the version changes
+    still finishes, but its answer is not kept.
 
     Args:
         engine: the GRAVITY engine.
@@ -74,6 +75,7 @@ class GravityQueryCache:
         *,
         config: QueryConfig | None = None,
         query_embedding: Sequence[float] | np.ndarray | None = None,
+        question_date: date | None = None,
     ) -> AnchorContext:
         """The engine's answer for ``question``, computed at most once while it is cached.
 
@@ -82,9 +84,11 @@ class GravityQueryCache:
             config: query settings (default: the engine's).
             query_embedding: the question's vector from the same model as the engine's embedder,
                 used if this call is the one that runs the query.
+            question_date: the date the question is asked (default: the KB's latest utterance);
+                answers for different dates are kept apart.
         """
         revision = self.engine.current_snapshot().revision  # an engine that follows checks its KB here
-        key = (revision, question, config or self.engine.config)
+        key = (revision, question, config or self.engine.config, question_date)
         with self._lock:
             if revision > self._revision:  # a new KB version (a lagging caller's older one clears nothing)
                 logger.debug("KB version %d: %d cached answers dropped", revision, len(self._done))
@@ -101,7 +105,9 @@ class GravityQueryCache:
         if running is not None:
             return running.result()
         try:
-            result = self.engine.query(question, config=key[2], query_embedding=query_embedding)
+            result = self.engine.query(
+                question, config=key[2], query_embedding=query_embedding, question_date=question_date
+            )
         except BaseException as exc:
             with self._lock:
                 del self._running[key]
@@ -122,9 +128,12 @@ class GravityQueryCache:
         *,
         config: QueryConfig | None = None,
         query_embedding: Sequence[float] | np.ndarray | None = None,
+        question_date: date | None = None,
     ) -> AnchorContext:
         """:meth:`get` in a worker thread, so the event loop is not blocked by the scoring."""
-        return await asyncio.to_thread(self.get, question, config=config, query_embedding=query_embedding)
+        return await asyncio.to_thread(
+            self.get, question, config=config, query_embedding=query_embedding, question_date=question_date
+        )
 
     def clear(self) -> None:
         """Forget the cached results (queries running now still finish)."""

@@ -322,9 +322,8 @@ class GravityRetriever(BaseRetriever):
         return [embeddings.embed_query(text) for text in texts]
 
     def _context(self, query: str, vector: Sequence[float] | None, asked: date | None) -> AnchorContext:
-        # The shared cache keys on (question, config): a dated query bypasses it.
-        if self.cache is not None and asked is None:
-            return self.cache.get(query, config=self.config, query_embedding=vector)
+        if self.cache is not None:
+            return self.cache.get(query, config=self.config, query_embedding=vector, question_date=asked)
         return self.engine.query(query, config=self.config, query_embedding=vector, question_date=asked)
 
     @staticmethod
@@ -411,8 +410,10 @@ class GravityRetriever(BaseRetriever):
     async def _acontext(
         self, query: str, vector: Sequence[float] | None, asked: date | None
     ) -> AnchorContext:
-        if self.cache is not None and asked is None:
-            return await self.cache.aget(query, config=self.config, query_embedding=vector)
+        if self.cache is not None:
+            return await self.cache.aget(
+                query, config=self.config, query_embedding=vector, question_date=asked
+            )
         return await self.engine.aquery(
             query, config=self.config, query_embedding=vector, question_date=asked
         )

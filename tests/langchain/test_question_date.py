@@ -136,17 +136,26 @@ def test_a_host_retriever_gets_the_dated_expansions_but_no_date(engine: GravityE
     assert host.queries == [QUESTION, *selected(engine, FEBRUARY)[1]]
 
 
-def test_a_dated_question_is_not_served_the_cached_undated_answer(
+def test_the_cache_keeps_each_question_date_apart(
     engine: GravityEngine, store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = GravityQueryCache(engine)
     events = Anchors()
+    expected = [selected(engine, None), selected(engine, FEBRUARY)]
+    asked: list[date | None] = []
+    query = engine.query
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("question_date"))
+        return query(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "query", counted)
     retriever = GravityRetriever(engine=engine, vector_store=store, k=8, cache=cache)
-    retriever.invoke(QUESTION, config={"callbacks": [events]})
-    retriever.invoke(QUESTION, config={"callbacks": [events]}, question_date=FEBRUARY)
-    retriever.invoke(QUESTION, config={"callbacks": [events]})
-    assert events.seen == [selected(engine, None), selected(engine, FEBRUARY), selected(engine, None)]
-    assert len(cache) == 1
+    for when in (None, FEBRUARY, None, FEBRUARY):
+        retriever.invoke(QUESTION, config={"callbacks": [events]}, question_date=when)
+    assert events.seen == expected * 2
+    assert asked == [None, FEBRUARY]  # one engine query per (question, date), then served from the cache
+    assert len(cache) == 2
 
 
 @pytest.mark.parametrize("bad", ["last Tuesday", "2024-13-01", 20240201, 3.5])
