@@ -264,3 +264,22 @@ def test_abbreviated_weekdays_date_the_event_and_leave_what() -> None:
     event = _one("I joined a book club last Thurs.")
     assert event.what == "joined a book club"
     assert event.when is not None and event.when.start == date(2023, 5, 4)
+
+
+def test_a_past_get_passive_is_an_event() -> None:
+    event = _one("Last month I got hurt at the gym.")
+    assert event.what == "got hurt at the gym"
+    assert event.when is not None and event.when.start == date(2023, 4, 1)
+
+
+def test_a_sentence_starting_with_a_bare_past_participle_is_the_speakers_report() -> None:
+    event = _one("Dyed my hair last week - come see!")
+    assert event.who == ["Ann"]
+    assert event.what.startswith("Dyed my hair")
+    assert event.when is not None and event.when.start == date(2023, 5, 1)
+
+
+def test_an_adverbial_clause_dates_its_main_clause() -> None:
+    met = [e for e in _events("While volunteering yesterday, I met this amazing woman, Jean.") if "met" in e.what]
+    assert len(met) == 1, met
+    assert met[0].when is not None and met[0].when.start == date(2023, 5, 7)

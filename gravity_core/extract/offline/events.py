@@ -147,11 +147,7 @@ def _who(clause: Clause, turn: ParsedTurn, people: dict[str, str], dated: bool) 
     speaker = turn.utterance.speaker
     subject = clause.subject
     if subject is None:
-        # "Took a short trip to Rome": a sentence that starts with a past verb has the speaker as subject.
-        first = next((t for t in clause.verb.sent if not (t.is_punct or t.dep_ in ("intj", "advmod"))), None)
-        starts = first is not None and first.i == clause.verb.i and clause.verb.dep_ == "ROOT"
-        has_prep = any(c.dep_ == "prep" for c in clause.verb.children)
-        return [speaker] if starts and clause.verb.tag_ == "VBD" and (has_prep or dated) else None
+        return [speaker] if _bare_past(clause, dated) else None
     word = subject.lower_
     conjuncts = [subject, *(c for c in subject.conjuncts)]
     names = [n for n in (_name_of(t, people) for t in conjuncts) if n is not None]
@@ -165,6 +161,33 @@ def _who(clause: Clause, turn: ParsedTurn, people: dict[str, str], dated: bool) 
     if dated and _told_subject(subject):
         return [speaker]  # "Last weekend our town held a street festival", "someone wrote me a letter"
     return None
+
+
+def _bare_past(clause: Clause, dated: bool) -> bool:
+    """A sentence that starts with a past verb and has no subject: the speaker's own report.
+
+    "Took a short trip to Rome", "Dyed my hair last week": the parser tags such a verb VBD, or VBN
+    when no auxiliary precedes it; it must go somewhere (a preposition) or be dated, or take an
+    object ("Finished my first quilt"), so a bare "Excited!" or "Done." is not an event.
+    """
+    verb = clause.verb
+    if clause.subject is not None or verb.dep_ != "ROOT":
+        return False
+    first = next((t for t in verb.sent if not (t.is_punct or t.dep_ in ("intj", "advmod"))), None)
+    if first is None or first.i != verb.i:
+        return False
+    if verb.tag_ != "VBD" and not (verb.tag_ == "VBN" and not clause.aux_lemmas):
+        return False
+    takes = {c.dep_ for c in verb.children}
+    return dated or "prep" in takes or (verb.tag_ == "VBN" and "dobj" in takes)
+
+
+def _got_passive(verb: Any) -> bool:
+    """ "I got hurt", "we got engaged": a past *get* passive reports what happened."""
+    return verb.tag_ == "VBN" and any(
+        c.dep_ == "auxpass" and c.lemma_.casefold() == "get" and c.tag_ in ("VBD", "VBN")
+        for c in verb.children
+    )
 
 
 def _told_subject(subject: Any) -> bool:
@@ -241,6 +264,8 @@ def _reported(clause: Clause, dated: bool) -> bool:
     if lemma in _STATIVE_PRESENT and verb.tag_ != "VBD" and not aux & {"have"}:
         return False
     if verb.tag_ == "VBD" or (verb.tag_ == "VBN" and aux & {"have", "be"}):
+        return True
+    if _got_passive(verb) or (verb.tag_ == "VBN" and _bare_past(clause, dated)):
         return True
     if verb.tag_ == "VBG" and "have" in aux:
         return True  # "I've been learning the cello"
@@ -380,6 +405,14 @@ def _time_of(clause: Clause, turn: ParsedTurn, sent: Any) -> TimeMention | None:
     ]
     if attached:
         return attached[0]
+    # "While volunteering yesterday, I met Jean": an adverbial clause's time frames its main clause.
+    framing = [
+        m
+        for m, owner in zip(in_sentence, owners, strict=True)
+        if owner is not None and owner.dep_ == "advcl" and owner.head.i == clause.verb.i
+    ]
+    if framing:
+        return framing[0]
     unowned = [
         m for m, owner in zip(in_sentence, owners, strict=True) if owner is None or owner.dep_ == "ROOT"
     ]
