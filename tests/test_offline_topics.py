@@ -359,6 +359,21 @@ def test_summary_and_facts_are_extractive_and_attributed() -> None:
     assert observation.participants == ["Alison", "Bob"]
 
 
+def test_the_summary_quotes_sentences_not_the_greetings_around_them() -> None:
+    chatty = [
+        (speaker, f"Hey {other}, so good to hear from you! {text} How are you doing?")
+        for (speaker, text), other in zip(GARDEN, ["Bob", "Alison"] * 3, strict=True)
+    ]
+    batch = _turns(chatty, "S1")
+
+    (observation,) = _extractor(summary_chars=200).extract(batch, KnowledgeBase())
+
+    assert "Hey" not in observation.summary and "?" not in observation.summary
+    assert any(text in observation.summary for _, text in GARDEN)
+    for fact in observation.facts:
+        assert fact.partition(": ")[2] not in observation.summary
+
+
 def test_sources_are_batch_ids_of_the_observation_session_in_order() -> None:
     batch = _turns(GREETINGS + GARDEN + CAR, "S1") + _turns(CAR + GOODBYES, "S2", day=8)
     by_id = {u.id: u for u in batch}

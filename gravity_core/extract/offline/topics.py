@@ -528,21 +528,42 @@ class TopicExtractor:
         ranked = rank_keywords(docs, self._stats.df, self._max_keywords)
         vectors = content.vectors[positions]
         centrality = vectors @ _centroid(vectors, docs)
+        keywords = {lemma for lemma, _, _ in ranked}
         return TopicObservation(
             label=label,
             keywords=[form for _, form, _ in ranked],
             participants=list(dict.fromkeys(u.speaker for u in utterances)),
             session=session,
-            summary=self._summary(utterances, centrality, docs),
-            facts=self._facts(utterances, {lemma for lemma, _, _ in ranked}, names),
+            summary=(summary := self._summary(utterances, centrality, docs, keywords, names)),
+            facts=self._facts(utterances, keywords, names, summary),
             topic_id=topic_id,
             sources=[u.id for u in utterances],
         )
 
-    def _summary(self, utterances: list[Utterance], centrality: _Vector, docs: list[list[Token]]) -> str:
-        """The most central turn (and the runner-up if both fit), each prefixed by its speaker."""
+    def _summary(
+        self,
+        utterances: list[Utterance],
+        centrality: _Vector,
+        docs: list[list[Token]],
+        keywords: set[str],
+        names: frozenset[str],
+    ) -> str:
+        """The sentences that carry the segment: from its most central turns, those richest in its
+        keywords, in time order and each turn's prefixed by its speaker, within ``summary_chars``.
+
+        Greetings, thanks and questions around them ("Hey Caroline, since we last chatted, ...")
+        are left out, so the summary's characters go to what happened. A segment with no such
+        sentence keeps its most central turns whole.
+        """
         # Centrality favours short generic turns a little; content words tip the balance back.
         scores = [float(c) * min(1.0, len(d) / 6) ** 0.5 for c, d in zip(centrality, docs, strict=True)]
+        picked = self._summary_sentences(utterances, scores, keywords, names)
+        if picked:
+            by_turn: dict[int, list[str]] = {}
+            for index, _, sentence in sorted(picked):
+                by_turn.setdefault(index, []).append(sentence)
+            text = " ".join(f"{utterances[i].speaker}: {' '.join(s)}" for i, s in by_turn.items())
+            return _trim(text, self._summary_chars)
         ranking = sorted(range(len(utterances)), key=lambda i: (-scores[i], i))
         chosen = ranking[:1]
         if len(ranking) > 1:
@@ -551,20 +572,45 @@ class TopicExtractor:
                 chosen.append(ranking[1])
         return _trim(" ".join(_turn_text(utterances[i]) for i in sorted(chosen)), self._summary_chars)
 
-    def _facts(self, utterances: list[Utterance], keywords: set[str], names: frozenset[str]) -> list[str]:
-        """First-person statements rich in rare words and the segment's keywords, varied in speaker."""
+    def _summary_sentences(
+        self, utterances: list[Utterance], scores: list[float], keywords: set[str], names: frozenset[str]
+    ) -> list[tuple[int, int, str]]:
+        """``(turn, sentence number, sentence)`` of the summary, best first until the length is reached."""
+        candidates: list[tuple[float, int, int, str]] = []
+        for index, u in enumerate(utterances):
+            for number, sentence in enumerate(_sentences(u.text)):
+                if sentence.endswith("?"):
+                    continue
+                lemmas = {t.lemma for t in content_tokens(sentence, names)}
+                if len(lemmas) < 2:
+                    continue
+                share = len(lemmas & keywords) / len(lemmas)
+                weight = min(1.0, len(lemmas) / 6) ** 0.5 * (1.0 + share)
+                candidates.append((scores[index] * weight, index, number, sentence))
+        candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+        picked: list[tuple[int, int, str]] = []
+        used = 0
+        for _, index, number, sentence in candidates:
+            cost = len(sentence) + len(utterances[index].speaker) + 3
+            if picked and used + cost > self._summary_chars:
+                continue
+            picked.append((index, number, sentence))
+            used += cost
+        return picked
+
+    def _facts(
+        self, utterances: list[Utterance], keywords: set[str], names: frozenset[str], summary: str = ""
+    ) -> list[str]:
+        """First-person statements rich in rare words and the segment's keywords, varied in speaker;
+        none the summary already quotes."""
         if self._max_facts == 0:
             return []
-        import nupunkt
-
         candidates: list[tuple[float, int, str, str]] = []
         for index, u in enumerate(utterances):
-            for raw in nupunkt.sent_tokenize(u.text):
-                if not isinstance(raw, str):  # only with return_confidence=True
-                    continue
-                sentence = " ".join(raw.split())
+            for sentence in _sentences(u.text):
                 if (
-                    sentence.endswith("?")
+                    sentence in summary
+                    or sentence.endswith("?")
                     or not 5 <= len(sentence.split()) <= 45
                     or not _FIRST_PERSON.search(sentence)
                 ):
@@ -658,6 +704,13 @@ def _depth(sims: npt.NDArray[np.float64], i: int) -> float:
             break
         right = sims[j]
     return float((left - sims[i]) + (right - sims[i]))
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of ``text``, whitespace folded."""
+    import nupunkt
+
+    return [" ".join(raw.split()) for raw in nupunkt.sent_tokenize(text) if isinstance(raw, str) and raw.strip()]
 
 
 def _turn_text(u: Utterance) -> str:
