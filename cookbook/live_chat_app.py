@@ -134,9 +134,9 @@ def main(argv: list[str] | None = None) -> None:
         llm = FakeListChatModel(responses=["(the model's answer)"])  # real: ChatOpenAI(model="gpt-4o-mini")
         chain = build_gravity_chain(engine, store, llm, k=4)
         index = VectorStoreIndex(nodes_from_utterances(host_turns), embed_model=GravityEmbedding(embedder))
-        # cache_size=0: AnchorProvider remembers answers by question alone, so it would repeat an answer
-        # given before the KB changed; with one GRAVITY component per query there is nothing to share.
-        anchors = AnchorProvider(engine, cache_size=0)
+        # The provider keeps its answers per KB version, so the same question after a session was
+        # added gets the new anchors.
+        anchors = AnchorProvider(engine)
         query_engine = index.as_query_engine(
             llm=MockLLM(), similarity_top_k=3, node_postprocessors=[GravityNodePostprocessor(anchors)]
         )

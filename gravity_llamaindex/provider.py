@@ -25,7 +25,7 @@ dispatcher = get_dispatcher(__name__)
 
 DEFAULT_CACHE_SIZE = 16
 
-_Key = tuple[str, date | None]
+_Key = tuple[int, str, date | None]
 
 
 class AnchorProvider:
@@ -37,8 +37,10 @@ class AnchorProvider:
     share its cache, so the engine runs once per question and one :class:`GravityAnchorsEvent` is
     emitted. Every component also accepts a bare engine and then makes a provider of its own.
 
-    The cache is keyed by the question text and its date, so build a new provider (or call
-    :meth:`clear`) after the KB changes.
+    The cache is keyed by the KB version (``engine.revision``), the question text and its date:
+    an engine that follows its KB (:meth:`GravityEngine.from_dir`, ``from_builder``) serves a new
+    version as soon as it is complete, and the provider's answers for the old one are dropped then,
+    so a query engine built once keeps serving the newest anchors.
 
     Args:
         engine: the GRAVITY engine over a loaded KB.
@@ -73,20 +75,30 @@ class AnchorProvider:
         self.cache_size = cache_size
         self._cache: OrderedDict[_Key, AnchorContext] = OrderedDict()
         self._lock = threading.Lock()
+        self._revision = engine.revision  # the KB version the kept answers belong to
 
     def __repr__(self) -> str:
         return f"AnchorProvider(kb={len(self.engine.kb.utterances)} utterances, cache_size={self.cache_size})"
 
     def _key(self, question: str, question_date: date | datetime | str | None) -> _Key:
         asked = as_question_date(question_date)
-        return question, asked if asked is not None else self.question_date
+        # An engine that follows its KB checks for a new version here, as a query would.
+        revision = self.engine.current_snapshot().revision
+        return revision, question, asked if asked is not None else self.question_date
 
     def cached(
         self, question: str, *, question_date: date | datetime | str | None = None
     ) -> AnchorContext | None:
-        """The remembered answer to ``question`` asked on ``question_date``, if any (no engine call)."""
-        key = self._key(question, question_date)
+        """The remembered answer to ``question`` asked on ``question_date`` about the KB version
+        served now, if any (no engine call)."""
+        return self._lookup(self._key(question, question_date))
+
+    def _lookup(self, key: _Key) -> AnchorContext | None:
         with self._lock:
+            if key[0] > self._revision:  # a new KB version: the answers kept are about the old one
+                logger.debug("KB version %d: %d cached answers dropped", key[0], len(self._cache))
+                self._cache.clear()
+                self._revision = key[0]
             found = self._cache.get(key)
             if found is not None:
                 self._cache.move_to_end(key)
@@ -113,11 +125,11 @@ class AnchorProvider:
             ConfigurationError: ``question_date`` is not a date, a datetime or an ISO date string.
         """
         key = self._key(question, question_date)
-        found = self.cached(question, question_date=key[1])
+        found = self._lookup(key)
         if found is not None:
             return found
         context = self.engine.query(
-            question, config=self.config, query_embedding=query_embedding, question_date=key[1]
+            question, config=self.config, query_embedding=query_embedding, question_date=key[2]
         )
         return self._remember(key, context)
 
@@ -131,11 +143,11 @@ class AnchorProvider:
     ) -> AnchorContext:
         """:meth:`get` without blocking the event loop (the engine runs in a worker thread)."""
         key = self._key(question, question_date)
-        found = self.cached(question, question_date=key[1])
+        found = self._lookup(key)
         if found is not None:
             return found
         context = await self.engine.aquery(
-            question, config=self.config, query_embedding=query_embedding, question_date=key[1]
+            question, config=self.config, query_embedding=query_embedding, question_date=key[2]
         )
         return self._remember(key, context)
 
@@ -154,6 +166,8 @@ class AnchorProvider:
         dispatcher.event(GravityAnchorsEvent.from_context(context))
         if self.cache_size:
             with self._lock:
+                if not key[0] == self._revision == self.engine.revision:
+                    return context  # the KB moved on while this ran: the answer is not kept
                 self._cache[key] = context
                 self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:

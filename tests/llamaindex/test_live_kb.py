@@ -89,11 +89,6 @@ def test_a_query_engine_built_once_serves_anchors_of_a_session_added_later(
     assert engine.generation == AnchorStore(kb_dir).current_generation() == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AnchorProvider (gravity_llamaindex/provider.py) keys its cache on the question only, not on "
-    "engine.current_snapshot().revision, so a question asked before the KB changed gets its old answer (#16)",
-)
 def test_the_same_question_after_the_kb_changed_gets_the_new_anchors(
     kb_dir: Path, tmp_path: Path, utterances: list[Utterance], hashing: HashingEmbedder
 ) -> None:
