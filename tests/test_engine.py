@@ -170,6 +170,13 @@ def test_chroma_server_index_gives_the_same_anchors(
     _same_answers(engine, chroma)
 
 
+def test_the_json_form_names_each_anchors_kind_as_the_python_api_does(engine: GravityEngine) -> None:
+    ctx = engine.query("How is Biscuit settling in since Maya adopted him?")
+    data = ctx.to_dict()
+    assert [(a["kind"], a["id"]) for a in data["anchors"]] == [(a.kind.value, a.id) for a in ctx.anchors]
+    assert all("type" not in a for a in data["anchors"])
+
+
 def test_cli_query_json(kb_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         main(["query", str(kb_dir), MARCH, "--json"])

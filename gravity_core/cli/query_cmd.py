@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex
-from gravity_core.query.types import AnchorContext
 from gravity_core.recipes import PRESETS
 
 
@@ -28,16 +27,6 @@ def _chroma_index(kb_dir: Path, path: Path | None, server: str | None) -> Chroma
             raise ConfigurationError(f"--chroma-server expects HOST:PORT, got {server!r}")
         return ChromaAnchorIndex.server(host, int(port), name)
     return None
-
-
-def _json_of(context: AnchorContext) -> dict[str, Any]:
-    """``context.to_dict()``, each anchor's kind under ``"kind"`` as in the Python API and the events."""
-    data = context.to_dict()
-    data["anchors"] = [
-        {("kind" if key == "type" else key): value for key, value in anchor.items()}
-        for anchor in data["anchors"]
-    ]
-    return data
 
 
 def query(
@@ -82,7 +71,7 @@ def query(
     engine = GravityEngine.from_dir(kb_dir, index=_chroma_index(kb_dir, chroma_path, chroma_server))
     context = engine.query(question, config=config, question_date=asked)
     if as_json:
-        typer.echo(json.dumps(_json_of(context), indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(context.to_dict(), indent=2, ensure_ascii=False))
         return
     typer.echo(context.text)
     if context.expansions:

@@ -74,7 +74,7 @@ class AnchorContext:
             "expansions": list(self.expansions),
             "blocks": self.blocks.as_dict(),
             "anchors": [
-                {"type": a.kind.value, "id": a.id, "score": round(a.score, 4), "reason": a.reason}
+                {"kind": a.kind.value, "id": a.id, "score": round(a.score, 4), "reason": a.reason}
                 for a in self.anchors
             ],
             "tokens": self.tokens,

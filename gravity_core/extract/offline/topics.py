@@ -710,7 +710,8 @@ def _sentences(text: str) -> list[str]:
     """The sentences of ``text``, whitespace folded."""
     import nupunkt
 
-    return [" ".join(raw.split()) for raw in nupunkt.sent_tokenize(text) if isinstance(raw, str) and raw.strip()]
+    found = nupunkt.sent_tokenize(text)
+    return [" ".join(raw.split()) for raw in found if isinstance(raw, str) and raw.strip()]
 
 
 def _turn_text(u: Utterance) -> str:
