@@ -23,6 +23,7 @@ from gravity_core.llm.retry import as_provider_error, missing_key_variable
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample_conversation.jsonl"
 LOCOMO = REPO / "tests" / "fixtures" / "locomo_tiny.json"  # two samples: demo-1, demo-2
+LONGMEMEVAL = REPO / "tests" / "fixtures" / "longmemeval_tiny.json"  # two instances: q_001, q_002_abs
 TURN = {"speaker": "Maya", "text": "I'm a nurse now.", "session": "s1", "timestamp": "2024-01-08T10:00:00Z"}
 
 
@@ -272,6 +273,19 @@ def test_a_locomo_file_of_several_conversations_needs_sample(
         [*command.split(), str(LOCOMO), "-o", str(out), "--sample", "demo-2", "--embedder", "hashing", "-q"],
         capsys,
     )
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["build", "sgmem build"])
+def test_a_longmemeval_file_of_several_instances_needs_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    out = tmp_path / "kb"
+    argv = [*command.split(), str(LONGMEMEVAL), "-o", str(out), "--embedder", "hashing"]
+    code, _, err = run(argv, capsys)
+    one_line(code, err, "2 LongMemEval instances", "available: q_001, q_002_abs", "--sample ID")
+    assert not out.exists()
+    code, _, err = run([*argv, "--sample", "q_001", "-q"], capsys)
     assert code == 0, err
 
 

@@ -141,14 +141,25 @@ def test_longmemeval_one_instance_sorted_by_session_date() -> None:
     _assert_conversation_order(utterances)
 
 
-def test_longmemeval_all_instances_prefix_ids_so_shared_sessions_do_not_clash() -> None:
-    utterances = load_longmemeval(LONGMEMEVAL)
+def test_longmemeval_file_of_several_instances_needs_one_chosen() -> None:
+    # Each instance is its own user's history: one KB must not mix them.
+    with pytest.raises(InputDataError) as caught:
+        load_longmemeval(LONGMEMEVAL)
 
-    assert len(utterances) == 7
-    assert utterances[0].id == "q_001/answer_a1:1"
-    assert utterances[-1].id == "q_002_abs/sess_b:2"
-    assert _sessions(utterances) == ["q_001/answer_a1", "q_001/sess_b", "q_002_abs/sess_b"]
-    assert len({u.id for u in utterances}) == 7
+    assert caught.value.field == "question_id"
+    assert "2 LongMemEval instances" in str(caught.value)
+    assert "available: q_001, q_002_abs" in str(caught.value)
+
+
+def test_longmemeval_file_of_one_instance_prefixes_ids_with_its_question_id(tmp_path: Path) -> None:
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(LONGMEMEVAL.read_text())[1:]))
+
+    utterances = load_longmemeval(one)
+
+    assert [u.id for u in utterances] == ["q_002_abs/sess_b:1", "q_002_abs/sess_b:2"]
+    assert _sessions(utterances) == ["q_002_abs/sess_b"]
+    assert utterances == load_conversation(one)
 
 
 def test_longmemeval_unknown_question_lists_available_ids() -> None:
@@ -207,11 +218,12 @@ def test_single_line_jsonl_and_utf8_bom_and_crlf(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("path", "direct"),
     [
-        (LONGMEMEVAL, lambda p: load_longmemeval(p)),
         (UTTERANCES_JSONL, load_utterances),
         (UTTERANCES_JSON, load_utterances),
     ],
-    ids=["longmemeval", "jsonl", "json"],  # LoCoMo: test_locomo_file_of_one_sample_loads_without_choosing
+    # LoCoMo: test_locomo_file_of_one_sample_loads_without_choosing; LongMemEval:
+    # test_longmemeval_file_of_one_instance_prefixes_ids_with_its_question_id
+    ids=["jsonl", "json"],
 )
 def test_auto_detect_matches_the_direct_loader(path: Path, direct: Callable[[Path], list[Utterance]]) -> None:
     assert load_conversation(path) == direct(path)

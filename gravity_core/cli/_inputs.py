@@ -24,7 +24,7 @@ def load_input(
     try:
         return load_conversation(path, sample=sample, max_bytes=max_bytes)
     except InputDataError as exc:
-        if sample is None and exc.field == "sample_id" and exc.record is None:
+        if sample is None and exc.field in ("sample_id", "question_id") and exc.record is None:
             raise ConfigurationError(f"{exc}; build one per folder with --sample ID") from exc
         raise
 

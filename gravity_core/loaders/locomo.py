@@ -24,6 +24,7 @@ from gravity_core.loaders._common import (
     check_unique_ids,
     json_type,
     keyed_records,
+    listed_ids,
     make_utterance,
     read_document,
     select_records,
@@ -37,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 _SESSION_KEY = re.compile(r"session_([0-9]+)")
 _DATE_EXAMPLE = "1:56 pm on 8 May, 2023"
-_SHOWN_ID = 60
 
 
 def load_locomo(
@@ -88,7 +88,7 @@ def locomo_from_document(document: Document, sample: str | None = None) -> list[
     if sample is None and len(samples) > 1:
         raise InputDataError(
             f"{len(samples)} conversations (LoCoMo samples) in this file, and one KB must not mix them: "
-            f"choose one sample; available: {_listed([sample_id for sample_id, _, _ in samples])}",
+            f"choose one sample; available: {listed_ids([sample_id for sample_id, _, _ in samples])}",
             path=document.path,
             field="sample_id",
         )
@@ -100,13 +100,6 @@ def locomo_from_document(document: Document, sample: str | None = None) -> list[
         kind="sample",
         id_field="sample_id",
     )
-
-
-def _listed(ids: list[str], shown: int = 20) -> str:
-    """``a, b, c, ... (7 more)``, each id cut to a readable length (input ids can be huge)."""
-    cut = [name if len(name) <= _SHOWN_ID else f"{name[: _SHOWN_ID - 1]}…" for name in ids[:shown]]
-    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
-    return ", ".join(cut) + more
 
 
 def _number_key(digits: str) -> tuple[int, str]:

@@ -12,6 +12,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from gravity_core.errors import InputDataError
 from gravity_core.loaders._common import (
     DEFAULT_MAX_INPUT_BYTES,
     Document,
@@ -22,6 +23,7 @@ from gravity_core.loaders._common import (
     check_unique_ids,
     json_type,
     keyed_records,
+    listed_ids,
     make_utterance,
     read_document,
     select_records,
@@ -49,9 +51,10 @@ def load_longmemeval(
 
     Args:
         path: the LongMemEval JSON file (a list of instances, or one instance object).
-        question_id: the instance to load. With ``None``, all instances are loaded one after
-            another, and utterance and session ids are prefixed with the question id
-            (``"q1/answer_4be1b6b4_2:3"``), since instances share haystack sessions.
+        question_id: the instance to load. ``None`` is for a file of one instance: utterance and
+            session ids are then prefixed with its question id (``"q1/answer_4be1b6b4_2:3"``). Each
+            instance is its own user's history, which one KB must not mix: a file of several
+            needs the id of one.
         max_bytes: the most bytes read from the file (default 512 MiB); a larger file is an
             :class:`~gravity_core.errors.InputDataError`.
 
@@ -59,17 +62,27 @@ def load_longmemeval(
         The utterances in conversation order.
 
     Raises:
-        InputDataError: the file is unreadable or malformed, or has no instance ``question_id``
-            (the message lists the available ids).
+        InputDataError: the file is unreadable or malformed, has no instance ``question_id``, or
+            holds several and ``question_id`` is ``None`` (both messages list the available ids;
+            ``field`` is ``"question_id"``).
     """
     return longmemeval_from_document(read_document(path, max_bytes=max_bytes), question_id)
 
 
 def longmemeval_from_document(document: Document, question_id: str | None = None) -> list[Utterance]:
     """Like :func:`load_longmemeval`, for a file already parsed by the loaders."""
+    instances = _instances(document)
+    if question_id is None and len(instances) > 1:
+        raise InputDataError(
+            f"{len(instances)} LongMemEval instances in this file, each its own user's history, and one "
+            f"KB must not mix them: choose one question_id; available: "
+            f"{listed_ids([record_id for record_id, _, _ in instances])}",
+            path=document.path,
+            field="question_id",
+        )
     return select_records(
         document,
-        _instances(document),
+        instances,
         question_id,
         lambda data, where, prefix: _instance_utterances(data, where, prefix=prefix),
         kind="question",
