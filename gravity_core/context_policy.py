@@ -14,8 +14,9 @@ not depend on how many results are asked for: the first ``k`` of a longer merge 
 ``k``. An expansion hit thus only displaces the question's weaker tail, by a bounded share.
 
 **Sharing a budget.** The anchors take ``anchor_share`` of what a total budget has beyond
-``host_reserve`` tokens, so a small budget stays the host's memories and the anchors' part grows
-with the budget (800 -> 100, 1,500 -> 275, 3,000 -> 650 tokens with the defaults).
+``host_reserve`` tokens, and nothing when that is below ``min_anchor_tokens``, so a small budget
+stays the host's memories and the anchors' part grows with the budget (800 -> 0, 1,500 -> 275,
+3,000 -> 650 tokens with the defaults; the query settings' ``token_budget`` caps it).
 
 **Why these defaults** (``gravity eval locomo`` on the dev split, 762 questions, vector host,
 offline extractor, MiniLM; README, "Context policy"): with expansions placed early (``lead`` 1-5)

@@ -240,6 +240,8 @@ def build_gravity_chain(
             :meth:`ContextPolicy.anchor_tokens <gravity_core.context_policy.ContextPolicy.anchor_tokens>`
             (capped by the query settings' own budget) and the documents fill the rest in rank
             order (one too long for what is left is skipped). Retrieve enough to fill it (``k``).
+            A budget whose anchor share is 0 (below the policy's ``min_anchor_tokens``) gives the
+            store's own top documents: no anchors and no expanded queries.
             ``None``: ``k`` documents and the anchors within the query settings' budget.
         prompt: a prompt with ``context``, ``gravity_anchors`` and ``question_key`` variables
             (default: :func:`gravity_prompt`).
@@ -266,12 +268,20 @@ def build_gravity_chain(
         )
     if question_date_key == question_key:
         raise ConfigurationError(f"question_date_key and question_key are both {question_key!r}")
+    if token_budget is not None and token_budget < 1:
+        raise ConfigurationError(f"token_budget must be at least 1, got {token_budget}")
+    share = _BudgetShare(engine, policy, config, token_budget) if token_budget is not None else None
+    search_config = config
+    if share is not None and share.anchor_budget == 0:
+        # Too small a budget for anchors: the host's own top documents, no expansion either, as
+        # `gravity eval` measures it.
+        search_config = (config or engine.config).model_copy(update={"expand": False})
     cache = GravityQueryCache(engine)
     asked = as_question_date(question_date)
     retriever = GravityRetriever(
         engine=engine,
         k=k,
-        config=config,
+        config=search_config,
         cache=cache,
         policy=policy,
         question_date=asked,
@@ -310,15 +320,12 @@ def build_gravity_chain(
         return (await anchors.acontext(value, config)).text
 
     documents = RunnableLambda(retrieve, afunc=aretrieve, name="gravity_retrieval")
-    if token_budget is None:
+    if share is None:
         retrieval: Runnable[Any, Any] = RunnablePassthrough.assign(
             context=documents | format_documents,
             gravity_anchors=RunnableLambda(anchor_text, afunc=aanchor_text, name="gravity_anchors"),
         )
     else:
-        if token_budget < 1:
-            raise ConfigurationError(f"token_budget must be at least 1, got {token_budget}")
-        share = _BudgetShare(engine, policy, config, token_budget)
         contexts = RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors")
         retrieval = RunnablePassthrough.assign(context=documents, gravity_anchors=contexts) | RunnableLambda(
             share, name="gravity_budget"

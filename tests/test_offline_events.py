@@ -280,6 +280,7 @@ def test_a_sentence_starting_with_a_bare_past_participle_is_the_speakers_report(
 
 
 def test_an_adverbial_clause_dates_its_main_clause() -> None:
-    met = [e for e in _events("While volunteering yesterday, I met this amazing woman, Jean.") if "met" in e.what]
+    found = _events("While volunteering yesterday, I met this amazing woman, Jean.")
+    met = [e for e in found if "met" in e.what]
     assert len(met) == 1, met
     assert met[0].when is not None and met[0].when.start == date(2023, 5, 7)

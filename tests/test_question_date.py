@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -15,7 +15,7 @@ from gravity_core.query.question_date import as_question_date
     [
         (None, None),
         (date(2024, 6, 1), date(2024, 6, 1)),
-        (datetime(2024, 6, 1, 23, 30, tzinfo=timezone.utc), date(2024, 6, 1)),
+        (datetime(2024, 6, 1, 23, 30, tzinfo=UTC), date(2024, 6, 1)),
         ("2024-06-01", date(2024, 6, 1)),
         (" 2024-06-01T09:30:00+00:00 ", date(2024, 6, 1)),
     ],

@@ -133,8 +133,9 @@ class _SampleRun:
             for setting in self.config.all_settings:
                 context = contexts[setting][index] if setting in contexts else None
                 ranking = self._ranking(question.question, context, rankings)
+                own = rankings[question.question]
                 for budget in self.config.budgets:
-                    window = self._window(question, vectors[index], setting, context, ranking, budget)
+                    window = self._window(question, vectors[index], setting, context, (ranking, own), budget)
                     record = self._record(question, setting, budget, window)
                     records.append(record)
                     if self.keep_context and self.config.answered(setting, budget):
@@ -172,9 +173,12 @@ class _SampleRun:
         vector: np.ndarray,
         setting: str,
         context: AnchorContext | None,
-        ranking: list[Passage],
+        rankings: tuple[list[Passage], list[Passage]],
         budget: int,
     ) -> ContextWindow:
+        """``rankings``: the policy's merge of the question's and its expansions' hits, and the
+        question's own."""
+        ranking, own = rankings
         if setting in (HOST_ALONE, EXPANSIONS_ALONE):
             return ContextWindow.assemble(ranking, budget)
         if setting == ANCHORS_ALONE and context is not None:
@@ -182,8 +186,8 @@ class _SampleRun:
             return ContextWindow.assemble([], budget, anchors_text=text, anchors_tokens=tokens)
         preset = preset_of(setting)
         limit = anchor_budget(preset, budget, self.config.policy)
-        if limit == 0:  # the budget is all the host's
-            return ContextWindow.assemble(ranking, budget)
+        if limit == 0:  # too small a budget for anchors: the host's own context, as the chain gives it
+            return ContextWindow.assemble(own, budget)
         if context is None:  # the +Sum baseline: summaries, selected per budget
             summaries = self.engine.query(
                 question.question,

@@ -107,6 +107,7 @@ class SGMemWithGravity:
         question: str,
         *,
         token_budget: int | None = None,
+        total_budget: int | None = None,
         granularity: ChunkGranularity | str | None = None,
         hops: int | None = None,
         max_chunks: int | None = None,
@@ -118,10 +119,34 @@ class SGMemWithGravity:
         Args:
             question: the question.
             token_budget: SGMem's budget (the anchors have the engine's own).
+            total_budget: instead of ``token_budget``, one budget for both, shared by the context
+                policy as ``gravity eval`` shares it: the anchors take
+                :meth:`ContextPolicy.anchor_tokens` (capped by the anchor settings' own budget)
+                and SGMem the rest; when the anchors' part is 0 the result is SGMem's own
+                retrieval of the question, with no anchor and no expanded query.
             granularity: see :meth:`SGMem.retrieve`, as are ``hops``, ``max_chunks`` and ``config``.
             question_date: when the question is asked (for "last month"; default: the KB's last day).
+
+        Raises:
+            ConfigurationError: both ``token_budget`` and ``total_budget``, or a budget below 1.
         """
-        anchors = self.engine.query(question, config=self.anchor_config, question_date=question_date)
+        anchor_config = self.anchor_config
+        if total_budget is not None:
+            if token_budget is not None:
+                raise ConfigurationError("give token_budget (SGMem's alone) or total_budget, not both")
+            if total_budget < 1:
+                raise ConfigurationError(f"total_budget must be at least 1, got {total_budget}")
+            base = anchor_config or self.engine.config
+            part = self.policy.anchor_tokens(total_budget)
+            if base.token_budget is not None:
+                part = min(part, base.token_budget)
+            anchor_config = base.model_copy(update={"token_budget": part}) if part else None
+        if total_budget is not None and anchor_config is None:
+            anchors = AnchorContext(question)  # too small a budget for anchors: SGMem's own context
+        else:
+            anchors = self.engine.query(question, config=anchor_config, question_date=question_date)
+        if total_budget is not None:
+            token_budget = total_budget - anchors.tokens  # the anchors' part is below the total
         expansions = anchors.expansions
         if self.max_expansions is not None:
             expansions = expansions[: self.max_expansions]

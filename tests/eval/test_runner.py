@@ -157,3 +157,30 @@ def test_a_rerun_reuses_the_kbs_and_embeddings(locomo_tiny: Path, tmp_path: Path
 def test_unknown_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown setting"):
         EvalConfig(settings=("full", "+X"))
+
+
+def test_a_budget_too_small_for_anchors_gives_the_hosts_own_context(
+    locomo_tiny: Path, tmp_path: Path
+) -> None:
+    # At 150 tokens (of the 350 the conversation has) the anchors' share, 90, is below the minimum
+    # (100): GRAVITY adds nothing, not even its expanded queries' hits, which would otherwise take
+    # every place after the question's first.
+    policy = ContextPolicy(lead=1, every=1, anchor_share=0.6, host_reserve=0, min_anchor_tokens=100)
+    config = EvalConfig(budgets=(150,), settings=("full", "expansions"), llm_budgets=(), policy=policy)
+    results = run_eval(
+        load_locomo_eval(locomo_tiny),
+        benchmark="locomo",
+        output_dir=tmp_path,
+        embedder=HashingEmbedder(),
+        config=config,
+    )
+
+    def window(setting: str) -> dict[str, tuple[object, ...]]:
+        return {
+            r.question_id: (r.context_tokens, r.passages, r.evidence_recall, r.covered, r.anchor_tokens)
+            for r in results.records
+            if r.setting == setting
+        }
+
+    assert window("full") == window(HOST_ALONE)
+    assert window("expansions") != window(HOST_ALONE), "the expansions changed nothing here"

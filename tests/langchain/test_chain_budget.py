@@ -13,7 +13,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
-from gravity_langchain import GravityEmbeddings, GravityRetriever, build_gravity_chain
+from gravity_langchain import GravityEmbeddings, GravityRetriever, build_gravity_chain, format_documents
 
 
 class Capturing(FakeListChatModel):
@@ -64,6 +64,27 @@ def test_a_small_budget_is_all_the_hosts(
     assert DEFAULT_POLICY.anchor_tokens(400) == 0
     system = system_prompt(engine, store, question, 400, DEFAULT_POLICY)
     assert "<gravity_anchors>" not in system and "<retrieved_memories>" in system
+
+
+def test_a_budget_too_small_for_anchors_holds_the_stores_own_top_documents(
+    engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
+) -> None:
+    store = make_store(GravityEmbeddings(engine.embedder), documents)
+    # Expansions from the second place on: they would change the documents if they ran.
+    policy = ContextPolicy(lead=1, every=1, anchor_share=0.25, host_reserve=400, min_anchor_tokens=150)
+    budget = 600
+    assert policy.anchor_tokens(budget) == 0
+    expanded = GravityRetriever(engine=engine, vector_store=store, k=60, policy=policy).invoke(question)
+    plain = store.similarity_search(question, k=60)
+    assert [d.id for d in expanded] != [d.id for d in plain]
+
+    memories = system_prompt(engine, store, question, budget, policy).partition("\n\n")[0]
+
+    kept: list[Document] = []
+    for document in plain:
+        if engine.counter.count(format_documents([*kept, document])) <= budget:
+            kept.append(document)
+    assert memories == format_documents(kept)
 
 
 def test_a_budget_below_one_is_refused(

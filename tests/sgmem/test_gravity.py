@@ -87,3 +87,29 @@ def test_with_minilm_a_question_finds_turns_that_share_no_word_with_it(sample: l
     result = SGMemWithGravity(memory, engine_for(embedder, sample)).retrieve(question, token_budget=300)
     assert "Biscuit" in result.anchors.text
     assert any("Biscuit" in c.text for c in result.memory.chunks)
+
+
+def test_one_total_budget_is_shared_by_the_context_policy(
+    engine: GravityEngine, sample_memory: SGMem
+) -> None:
+    policy = ContextPolicy(lead=1, every=2, anchor_share=0.25, host_reserve=400, min_anchor_tokens=150)
+    both = SGMemWithGravity(sample_memory, engine, policy=policy)
+
+    shared = both.retrieve(QUESTION, total_budget=1500, granularity="round")
+    assert 0 < shared.anchors.tokens <= policy.anchor_tokens(1500)
+    assert shared.tokens <= 1500
+    fused = sample_memory.retrieve_fused(
+        shared.queries, token_budget=1500 - shared.anchors.tokens, granularity="round", policy=policy
+    )
+    assert [c.id for c in shared.memory.chunks] == [c.id for c in fused.chunks]
+
+    # 800 leaves the anchors 100 tokens, below their minimum: SGMem's own retrieval of the question.
+    small = both.retrieve(QUESTION, total_budget=800, granularity="round")
+    alone = sample_memory.retrieve(QUESTION, token_budget=800, granularity="round")
+    assert small.anchors.tokens == 0 and small.anchors.text == "" and small.queries == [QUESTION]
+    assert [c.id for c in small.memory.chunks] == [c.id for c in alone.chunks]
+
+    with pytest.raises(ConfigurationError, match="not both"):
+        both.retrieve(QUESTION, token_budget=500, total_budget=1500)
+    with pytest.raises(ConfigurationError, match="total_budget"):
+        both.retrieve(QUESTION, total_budget=0)
