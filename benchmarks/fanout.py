@@ -1,14 +1,17 @@
 """Benchmark 2: GRAVITY's retriever (question + up to 9 expanded queries) against one plain host search.
 
 Both sides search the same langchain-chroma store of the seed conversation's real turns, embedded
-with MiniLM. GRAVITY side: ``GravityRetriever(engine, vector_store=store, k=30).invoke(question)``
+with MiniLM. GRAVITY side, as shipped: ``GravityRetriever(engine, vector_store=store, k=30).invoke(question)``
 (30 results, past the context policy's lead of 25, so that the expansions are searched; at the
 default ``k=4`` the retriever makes only the question's search): it embeds the question once
 (shared with the engine, whose embedder is the store's), runs the engine, takes the expansions'
-vectors stored by the build (embedding in one batch only those the build did not store), sends the
-1 + 9 vectors to Chroma in one ``query`` request and merges the lists by the context policy. Host
-side: ``store.similarity_search(question, k=30)``. A third side, for reference, runs the retriever
-over an engine without stored expansion vectors.
+vectors stored by the build (embedding in one batch only those the build did not store), searches
+each of the 1 + 9 vectors through the store's own ``similarity_search_by_vector`` (so a store
+subclass or wrapper sees every search) and merges the lists by the context policy. Host side:
+``store.similarity_search(question, k=30)``. Side by side: the same retriever given
+``batched_search=ChromaBatchedSearch(collection)``, the opt-in path that sends all vectors in one
+``Collection.query`` of chromadb's public API; and, for reference, the retriever over an engine
+without stored expansion vectors.
 Embedding calls are counted on the shared encoder (one ``embed`` call, whatever its batch size).
 """
 
@@ -44,24 +47,29 @@ _WARMUP = 10
 
 def run(settings: BenchSettings, workspace: Workspace) -> Result:
     """Time the retriever against one search, interleaved per question; count embedding calls."""
-    from gravity_langchain import GravityEmbeddings, GravityRetriever
+    from gravity_langchain import ChromaBatchedSearch, GravityEmbeddings, GravityRetriever
 
     result = Result(
         name="fanout",
         title="2. Expansion fan-out: GravityRetriever (1 + 9 queries) vs one plain host search",
         sides={
-            "retriever": f"GravityRetriever.invoke(question), k={_K}: 1 embed_query + engine query + "
-            "stored expansion vectors (the rest embedded in 1 call) + one Chroma query of all vectors "
-            "+ the policy's merge",
+            "retriever": f"GravityRetriever.invoke(question), k={_K}, as shipped: 1 embed_query + engine "
+            "query + stored expansion vectors (the rest embedded in 1 call) + one store "
+            "similarity_search_by_vector per vector + the policy's merge",
+            "retriever_batched": "the same retriever with batched_search=ChromaBatchedSearch(collection): "
+            "all vectors in one chromadb Collection.query (opt-in; bypasses the store object)",
             "retriever_unstored": "the same retriever over an engine without the build's expansion vectors: "
             "all expansions embedded at query time (1 embed_documents call)",
             "host": f"langchain-chroma similarity_search(question, k={_K}) (embeds the question inside)",
         },
     )
     # One counter per side, so the timed runs also give the embedding calls of each.
-    counters = {side: CountingEmbedder(workspace.embedder) for side in ("retriever", "unstored", "host")}
+    counters = {
+        side: CountingEmbedder(workspace.embedder) for side in ("retriever", "batched", "unstored", "host")
+    }
     kb, vectors = workspace.seed
     engine = workspace.engine(kb, vectors, counters["retriever"])
+    batched_engine = workspace.engine(kb, vectors, counters["batched"])
     unstored = GravityEngine(kb, engine.index, counters["unstored"])
     questions, question_vectors = workspace.questions
     items = list(range(len(questions)))
@@ -75,6 +83,12 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         retriever = GravityRetriever(
             engine=engine, vector_store=collection.store(GravityEmbeddings(counters["retriever"])), k=_K
         )
+        batched = GravityRetriever(
+            engine=batched_engine,
+            vector_store=collection.store(GravityEmbeddings(counters["batched"])),
+            k=_K,
+            batched_search=ChromaBatchedSearch(collection.client.get_collection(collection.name)),
+        )
         plain = GravityRetriever(
             engine=unstored, vector_store=collection.store(GravityEmbeddings(counters["unstored"])), k=_K
         )
@@ -83,6 +97,9 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         def gravity(i: int) -> object:
             return retriever.invoke(questions[i])
 
+        def gravity_batched(i: int) -> object:
+            return batched.invoke(questions[i])
+
         def gravity_unstored(i: int) -> object:
             return plain.invoke(questions[i])
 
@@ -90,7 +107,12 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
             return store.similarity_search(questions[i], k=_K)
 
         samples = time_interleaved(
-            {"retriever": gravity, "retriever_unstored": gravity_unstored, "host": host},
+            {
+                "retriever": gravity,
+                "retriever_batched": gravity_batched,
+                "retriever_unstored": gravity_unstored,
+                "host": host,
+            },
             items,
             repeats=settings.fanout_repeats,
             warmup=warmup,
@@ -112,6 +134,12 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         result.ratios += [
             ratio("retriever/host p50", time_ratio, TIME_TARGET),
             ratio("retriever/host p95", figures["retriever"]["p95_ms"] / figures["host"]["p95_ms"], None),
+            ratio(
+                "retriever(batched_search=ChromaBatchedSearch)/host p50",
+                figures["retriever_batched"]["p50_ms"] / host_p50,
+                None,
+                note="opt-in; one Chroma request for all vectors",
+            ),
             ratio("embedding calls per question", per_question["retriever"], EMBED_CALLS_TARGET),
             ratio(
                 "retriever(no stored expansion vectors)/host p50",

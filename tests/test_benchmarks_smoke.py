@@ -59,8 +59,9 @@ def test_query_overhead_reports_each_size_and_zero_model_calls(workspace: Worksp
 
 def test_fanout_counts_embedding_calls_per_question(workspace: Workspace) -> None:
     result = fanout.run(workspace.settings, workspace)
-    _check(result, sides={"retriever", "retriever_unstored", "host"})
+    _check(result, sides={"retriever", "retriever_batched", "retriever_unstored", "host"})
     calls = result.figures["embedding_calls_per_question"]
+    assert calls["batched"] == calls["retriever"]  # the one-request path embeds nothing more
     stored = result.figures["share_of_expansions_stored_by_the_build"]
     assert 0.0 < stored <= 1.0
     # The question always; the expansions the build did not store in at most one more call.

@@ -54,13 +54,15 @@ def session_sizes() -> Counter[str]:
     return Counter(json.loads(line)["session"] for line in SAMPLE.read_text(encoding="utf-8").splitlines())
 
 
-def test_every_recipe_is_listed_in_the_cookbook_readme() -> None:
+def test_every_recipe_is_listed_in_the_cookbook_readme_and_the_main_readme() -> None:
     readme = (COOKBOOK / "README.md").read_text(encoding="utf-8")
+    main_readme = (COOKBOOK.parent / "README.md").read_text(encoding="utf-8")
     helpers = {"fake_openai.py", "chroma_server.py"}
     recipes = sorted(p.name for p in COOKBOOK.glob("*.py") if p.name not in helpers)
     assert len(recipes) == 8
     for recipe in recipes:
         assert f"({recipe})" in readme, f"{recipe} is not linked from cookbook/README.md"
+        assert f"(cookbook/{recipe})" in main_readme, f"{recipe} is not linked from README.md's Cookbook"
         source = (COOKBOOK / recipe).read_text(encoding="utf-8")
         assert 'if __name__ == "__main__":' in source and "def main(" in source
 
