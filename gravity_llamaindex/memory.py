@@ -36,10 +36,10 @@ class GravityMemoryBlock(BaseMemoryBlock[str]):
 
     Writes are a no-op, on purpose: ``Memory`` passes a block only the messages it flushes out of
     short-term memory, which is neither every turn nor in time for the next question, and GRAVITY's
-    build works on batches of turns (one extraction per ~40 turns) and then needs a fresh engine
-    (its lexicon and vectors are prepared once). Build the KB out of band from the stored history
-    with :func:`~gravity_llamaindex.build_kb_from_chat_messages` and give the block a new engine.
-    ``accept_short_term_memory`` is therefore off by default.
+    build works on batches of turns (one extraction per ~40 turns). Build the KB out of band from
+    the stored history with :func:`~gravity_llamaindex.build_kb_from_chat_messages`; an engine made
+    with ``GravityEngine.from_dir`` on that folder follows it, so the block serves the new anchors
+    without being made again. ``accept_short_term_memory`` is therefore off by default.
 
     Args:
         engine: a GRAVITY engine, or an :class:`~gravity_llamaindex.AnchorProvider`.

@@ -1,117 +1,92 @@
-"""LlamaIndex chat messages and nodes to and from GRAVITY utterances."""
+"""LlamaIndex chat messages and nodes to and from GRAVITY utterances.
+
+Messages go through :mod:`gravity_core.messages`: the rules (speaker, session, time, id, errors)
+are the same as for LangChain messages.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime, time
+from datetime import date, datetime
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import TextNode
-from pydantic import ValidationError
 
-from gravity_core.errors import InputDataError
-from gravity_core.loaders import read_timestamp
+from gravity_core.errors import ConfigurationError
+from gravity_core.messages import (
+    DEFAULT_SESSION,
+    RENAMED_ARGUMENTS,
+    NeutralMessage,
+    renamed_arguments,
+    utterances_from_neutral_messages,
+)
 from gravity_core.schema import Utterance
 
-__all__ = ["CONVERSATION_ROLES", "nodes_from_utterances", "utterances_from_chat_messages"]
+__all__ = ["neutral_message", "nodes_from_utterances", "utterances_from_chat_messages"]
 
 logger = logging.getLogger(__name__)
 
-CONVERSATION_ROLES = frozenset(
-    {MessageRole.USER, MessageRole.ASSISTANT, MessageRole.CHATBOT, MessageRole.MODEL}
-)
-"""Roles whose messages are conversation turns; system, tool and function messages are skipped."""
 
-_DEFAULT_SPEAKERS = {
-    MessageRole.USER: "User",
-    MessageRole.ASSISTANT: "Assistant",
-    MessageRole.CHATBOT: "Assistant",
-    MessageRole.MODEL: "Assistant",
-}
+def neutral_message(message: ChatMessage) -> NeutralMessage:
+    """A LlamaIndex ``ChatMessage`` as a :class:`~gravity_core.messages.NeutralMessage`.
 
-
-def _aware(value: datetime | date) -> datetime:
-    """A plain date as midnight UTC (as :class:`Utterance` stores it); datetimes unchanged."""
-    return value if isinstance(value, datetime) else datetime.combine(value, time(0, 0), tzinfo=UTC)
+    ``ChatMessage`` has no name or id field: both come from ``additional_kwargs``.
+    """
+    return NeutralMessage(
+        role=str(message.role.value),
+        text=message.content or "",
+        metadata=(("additional_kwargs", message.additional_kwargs),),
+    )
 
 
+def _message_list(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
+    if isinstance(messages, str | bytes) or not isinstance(messages, Iterable):
+        raise ConfigurationError(f"expected LlamaIndex ChatMessages, got {type(messages).__name__}")
+    items = list(messages)
+    for index, item in enumerate(items):
+        if not isinstance(item, ChatMessage):
+            raise ConfigurationError(f"item {index} is a {type(item).__name__}, not a LlamaIndex ChatMessage")
+    return items
+
+
+@renamed_arguments(**RENAMED_ARGUMENTS)
 def utterances_from_chat_messages(
     messages: Iterable[ChatMessage],
     *,
-    session: str = "chat",
-    timestamp: datetime | date | None = None,
+    session: str = DEFAULT_SESSION,
+    default_time: datetime | date | None = None,
     speakers: Mapping[str, str] | None = None,
 ) -> list[Utterance]:
     """Turn LlamaIndex ``ChatMessage`` objects into GRAVITY utterances, in order.
 
-    Each field comes from the message's ``additional_kwargs`` when present, else from the arguments:
-
-    - ``speaker`` (or ``name``): the speaker's name; otherwise ``speakers[role]``, else ``"User"``
-      for user messages and ``"Assistant"`` for assistant messages. Names matter: GRAVITY builds
-      entity profiles from them, so pass real names when you know them.
-    - ``session_id`` (set by LlamaIndex ``Memory``) or ``session``: the session.
-    - ``timestamp``: a datetime (one without a zone is taken as UTC), a date, an ISO 8601 string
-      or a Unix time in seconds (finite, years 1-9999; a bool is not one); otherwise the
-      ``timestamp`` argument, else the current UTC time. Relative times such as "yesterday" are
-      resolved against it.
-    - ``attachments``: descriptions of what was shared (a list of strings, e.g. image captions).
-    - ``id``: the utterance id; otherwise ``"<session>:<n>"``, n counting the session's turns in
-      ``messages`` from 1. Pass the whole history each time (turns already in the KB are skipped),
-      or give messages explicit ids.
-
-    Messages with another role (system, tool, function) or without text are skipped.
+    The rules are :func:`gravity_core.messages.utterances_from_neutral_messages`'s, with fields read
+    from ``additional_kwargs``: the speaker from ``"speaker"``/``"name"``, else ``speakers[role]``
+    ("User", "Assistant"; system, tool and function messages are skipped); the session from
+    ``"session"``/``"session_id"``, else ``session``; the time from
+    ``"timestamp"``/``"time"``/``"created_at"``, else ``default_time``, else an ``InputDataError``;
+    ``"attachments"``; the id from ``"id"``, else ``"<session>:<n>"`` (n counts the session's turns).
+    Names matter: GRAVITY builds entity profiles from them, so pass real names when you know them.
 
     Args:
         messages: the chat messages.
         session: the session of messages that name none.
-        timestamp: the time of messages that carry none.
-        speakers: role name (``"user"``, ``"assistant"``) to speaker name.
+        default_time: the time of messages that carry none (e.g. ``datetime.now(UTC)`` in a live chat).
+        speakers: speaker names by role (``"user"``, ``"assistant"``).
 
     Raises:
-        InputDataError: a message's timestamp or id cannot be used; a timestamp error names the
-            message as ``messages[i]`` (its position in ``messages``) and the field as
-            ``additional_kwargs["timestamp"]``.
+        InputDataError: a message has no timestamp and no ``default_time`` is given, or a field is
+            unusable (the error names ``messages[i]``, its position in ``messages``, and the field,
+            e.g. ``additional_kwargs["timestamp"]``).
+        ConfigurationError: an item is not a ``ChatMessage``, an argument is unusable, or an old
+            argument name (``timestamp=``) is passed.
     """
-    default_time = _aware(timestamp) if timestamp is not None else datetime.now(UTC)
-    names = {**{role.value: name for role, name in _DEFAULT_SPEAKERS.items()}, **(speakers or {})}
-    counters: dict[str, int] = {}
-    out: list[Utterance] = []
-    for index, message in enumerate(messages):
-        role = MessageRole(message.role)
-        text = (message.content or "").strip()
-        if role not in CONVERSATION_ROLES or not text:
-            continue
-        extra = message.additional_kwargs
-        turn_session = str(extra.get("session_id") or session)
-        counters[turn_session] = counters.get(turn_session, 0) + 1
-        turn_id = str(extra.get("id") or f"{turn_session}:{counters[turn_session]}")
-        speaker = str(extra.get("speaker") or extra.get("name") or names[role.value])
-        raw_time = extra.get("timestamp")
-        when = (
-            read_timestamp(
-                raw_time, record=f"messages[{index}] (id {turn_id!r})", field='additional_kwargs["timestamp"]'
-            )
-            if raw_time is not None
-            else default_time
-        )
-        try:
-            out.append(
-                Utterance(
-                    id=turn_id,
-                    speaker=speaker,
-                    text=text,
-                    session=turn_session,
-                    timestamp=when,
-                    attachments=extra.get("attachments") or [],
-                )
-            )
-        except ValidationError as exc:
-            problem = exc.errors()[0]
-            field = ".".join(str(part) for part in problem["loc"])
-            raise InputDataError(problem["msg"], record=turn_id, field=field) from exc
-    logger.debug("%d utterances from chat messages", len(out))
-    return out
+    return utterances_from_neutral_messages(
+        [neutral_message(m) for m in _message_list(messages)],
+        session=session,
+        default_time=default_time,
+        speakers=speakers,
+    )
 
 
 def nodes_from_utterances(utterances: Sequence[Utterance]) -> list[TextNode]:

@@ -39,12 +39,17 @@ def load_locomo_demo_1(path: Path, **kwargs: int) -> object:
     return load_locomo(path, "demo-1", **kwargs)
 
 
+def load_longmemeval_q_001(path: Path, **kwargs: int) -> object:
+    """``load_longmemeval`` of one instance: the tiny file holds two, which only load one at a time."""
+    return load_longmemeval(path, "q_001", **kwargs)
+
+
 LOADERS: list[tuple[Path, Callable[..., object]]] = [
     (FIXTURES / "utterances.jsonl", load_conversation),
     (FIXTURES / "utterances.jsonl", load_utterances),
     (FIXTURES / "locomo_tiny.json", load_locomo_demo_1),
     (FIXTURES / "locomo_tiny.json", locomo_sample_ids),
-    (FIXTURES / "longmemeval_tiny.json", load_longmemeval),
+    (FIXTURES / "longmemeval_tiny.json", load_longmemeval_q_001),
 ]
 
 

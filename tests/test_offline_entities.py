@@ -116,6 +116,23 @@ def test_every_speaker_is_a_person_with_their_own_utterances_as_sources() -> Non
     assert found["Bob"].sources == ["S1:2"]
 
 
+@pytest.mark.parametrize("assistant", ["Assistant", "assistant"])
+def test_an_unnamed_assistant_is_not_a_person_but_what_it_mentions_is_kept(assistant: str) -> None:
+    found = _run(
+        ("User", "My sister Lena moved to Lisbon."),
+        (assistant, "I love that! I'd recommend the Gulbenkian Museum to Lena."),
+    )
+    assert assistant not in found  # neither a speaker profile nor the holder of "likes: that"
+    assert found["User"].is_speaker and found["User"].type is EntityType.PERSON
+    assert ("sister", "Lena") in {(r.relation, r.object) for r in found["User"].relations}
+    assert "S1:2" in found["Lena"].sources
+
+
+def test_a_named_assistant_is_a_speaker_like_any_other() -> None:
+    found = _run(("User", "Hi Nova!"), ("Nova", "Hello, how are you?"))
+    assert found["Nova"].is_speaker and found["Nova"].type is EntityType.PERSON
+
+
 def test_a_word_before_an_addressed_speaker_is_not_part_of_a_name() -> None:
     # The small pipeline reads "Yep John" and "Woah Joanna" as one PERSON when they open a sentence.
     found = _run(

@@ -108,6 +108,9 @@ class AnchorBuilder:
         batch_size: utterances per extractor call.
         store: where to save; when it holds a KB, building continues from it.
         checkpoint_every: batches between saves (with a store).
+
+    Attributes:
+        last_report: what the last :meth:`add` or :meth:`retry_failed` did (``None`` before the first).
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class AnchorBuilder:
         self.batch_size = batch_size
         self.store = store
         self.checkpoint_every = checkpoint_every
+        self.last_report: BuildReport | None = None
         # Turn vectors are kept only for an extractor that reads them (the offline one does).
         reads_turns = isinstance(extractor, TurnVectorReader) and extractor.turn_embedder == embedder.name
         self._kinds = (*ANCHOR_KINDS, TURN_KIND) if reads_turns else ANCHOR_KINDS
@@ -182,7 +186,8 @@ class AnchorBuilder:
             AnchorStoreError: another build is writing the same KB folder.
         """
         with self._writing():
-            return self._add(utterances, progress)
+            self.last_report = self._add(utterances, progress)
+            return self.last_report
 
     def _add(self, utterances: Iterable[Utterance], progress: ProgressCallback | None) -> BuildReport:
         report = BuildReport()
@@ -228,7 +233,8 @@ class AnchorBuilder:
             ProviderError: the model's provider failed (the batches redone so far are saved).
         """
         with self._writing():
-            return self._retry_failed(progress)
+            self.last_report = self._retry_failed(progress)
+            return self.last_report
 
     def _retry_failed(self, progress: ProgressCallback | None) -> BuildReport:
         report = BuildReport()

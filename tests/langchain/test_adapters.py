@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -249,6 +250,28 @@ def test_a_langchain_chat_model_extracts_a_kb_from_langchain_messages() -> None:
     assert event.when.start == date(2024, 3, 8)
     assert chat.i == 0  # both canned answers used: the first was re-asked through the JSON path
     assert kb.build.extractor == "llm:fake-model:fused"
+
+
+def test_build_kb_from_messages_takes_the_chat_model_itself(tmp_path: Path) -> None:
+    chat = FakeListChatModel(responses=[json.dumps(FUSED_ANSWER)])
+    messages = [
+        HumanMessage("I adopted a dog yesterday! His name is Biscuit.", name="Maya", id="m1"),
+        HumanMessage("And I start as a charge nurse in April.", name="Maya", id="m2"),
+    ]
+    builder = build_kb_from_messages(
+        messages, tmp_path / "kb", embedder=HashingEmbedder(), llm=chat, default_time=SAID
+    )
+    assert builder.kb.build.extractor == "llm:FakeListChatModel:fused"  # wrapped in LangChainChatModel
+    assert builder.last_report is not None and builder.last_report.added == 2
+    assert builder.store is not None and any(builder.store.cache_dir.iterdir())  # the answer is cached
+    with pytest.raises(ConfigurationError, match="not both"):
+        build_kb_from_messages(
+            messages,
+            embedder=HashingEmbedder(),
+            llm=chat,
+            extractor=OfflineExtractor(HashingEmbedder()),
+            default_time=SAID,
+        )
 
 
 def test_chat_model_name_and_provider_errors() -> None:

@@ -34,12 +34,14 @@ def test_speaker_comes_from_the_name_else_the_role() -> None:
         ("User", "Thanks"),
     ]
     renamed = utterances_from_messages(
-        messages, default_time=DAY, roles={"human": "Maya", "ai": "Bot", "system": "Sys"}
+        messages, default_time=DAY, speakers={"user": "Maya", "assistant": "Bot", "system": "Sys"}
     )
     assert [u.speaker for u in renamed] == ["Sys", "Maya", "Bot", "Maya"]
+    with pytest.raises(ConfigurationError, match="takes speakers= instead of roles="):
+        utterances_from_messages(messages, default_time=DAY, roles={"human": "Maya"})  # type: ignore[call-arg]
 
 
-def test_ids_come_from_the_message_or_its_position() -> None:
+def test_ids_come_from_the_message_or_its_turn_number() -> None:
     messages = [HumanMessage("one", id="msg-a"), AIMessage("two"), HumanMessage("three")]
     utterances = utterances_from_messages(messages, session="chat-7", default_time=DAY)
     assert [u.id for u in utterances] == ["msg-a", "chat-7:2", "chat-7:3"]
@@ -73,10 +75,17 @@ def test_timestamps_from_metadata_in_several_forms() -> None:
 
 
 def test_session_can_come_from_the_message() -> None:
-    messages = [HumanMessage("a", additional_kwargs={"session": "s2"}), HumanMessage("b")]
+    messages = [
+        SystemMessage("You are helpful."),
+        HumanMessage("a", additional_kwargs={"session": "s2"}),
+        HumanMessage("b"),
+        AIMessage("c", additional_kwargs={"session_id": "s2"}),
+    ]
+    # n counts the session's turns: a system prompt or another session's turns do not shift it
     assert [(u.id, u.session) for u in utterances_from_messages(messages, default_time=DAY)] == [
         ("s2:1", "s2"),
-        ("session_1:2", "session_1"),
+        ("session_1:1", "session_1"),
+        ("s2:2", "s2"),
     ]
 
 

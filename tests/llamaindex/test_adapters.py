@@ -202,7 +202,7 @@ def _chat() -> list[ChatMessage]:
 
 
 def test_utterances_from_roles_with_default_session_and_time() -> None:
-    turns = utterances_from_chat_messages(_chat(), session="s1", timestamp=SAID, speakers={"user": "Maya"})
+    turns = utterances_from_chat_messages(_chat(), session="s1", default_time=SAID, speakers={"user": "Maya"})
     assert [(u.id, u.speaker, u.text, u.session, u.timestamp) for u in turns] == [
         ("s1:1", "Maya", "I adopted a dog called Biscuit!", "s1", SAID),
         ("s1:2", "Assistant", "Congratulations!", "s1", SAID),
@@ -224,6 +224,7 @@ def test_utterance_fields_from_additional_kwargs() -> None:
             role="assistant", content="c", additional_kwargs={"session_id": "other", "timestamp": 1710000000}
         ),
         ChatMessage(role="user", content="d", additional_kwargs={"id": "D1:7", "timestamp": SAID}),
+        ChatMessage(role="user", content="e", additional_kwargs={"session": "other", "time": SAID}),
     ]
     turns = utterances_from_chat_messages(messages, session="s")
     assert [(u.id, u.speaker, u.session) for u in turns] == [
@@ -231,6 +232,7 @@ def test_utterance_fields_from_additional_kwargs() -> None:
         ("s:2", "Jonas", "s"),
         ("other:1", "Assistant", "other"),
         ("D1:7", "User", "s"),
+        ("other:2", "User", "other"),  # "session" is read as well as "session_id"
     ]
     assert turns[0].timestamp == datetime(2024, 3, 9, 10, tzinfo=UTC)
     assert turns[1].timestamp == datetime(2024, 3, 10, tzinfo=UTC)
@@ -238,10 +240,15 @@ def test_utterance_fields_from_additional_kwargs() -> None:
     assert turns[3].timestamp == SAID
 
 
-def test_without_any_timestamp_the_current_time_is_used() -> None:
-    before = datetime.now(UTC)
-    (turn,) = utterances_from_chat_messages([ChatMessage(role="user", content="hello")])
-    assert before <= turn.timestamp <= datetime.now(UTC) and turn.session == "chat"
+def test_without_any_timestamp_default_time_is_asked_for() -> None:
+    with pytest.raises(InputDataError, match=r"no default_time was given; pass default_time") as raised:
+        utterances_from_chat_messages([ChatMessage(role="user", content="hello")])
+    assert (raised.value.record, raised.value.field) == ("messages[0] (id 'session_1:1')", "timestamp")
+    now = datetime.now(UTC)
+    (turn,) = utterances_from_chat_messages([ChatMessage(role="user", content="hello")], default_time=now)
+    assert turn.timestamp == now and turn.session == "session_1"
+    with pytest.raises(ConfigurationError, match="takes default_time= instead of timestamp="):
+        utterances_from_chat_messages([], timestamp=now)  # type: ignore[call-arg]
 
 
 def test_unusable_timestamps_are_input_data_errors() -> None:
@@ -250,8 +257,12 @@ def test_unusable_timestamps_are_input_data_errors() -> None:
             [ChatMessage(role="user", content="x", additional_kwargs={"timestamp": "last Tuesday"})],
             session="s",
         )
-    with pytest.raises(InputDataError, match="timezone"):
-        utterances_from_chat_messages([ChatMessage(role="user", content="x")], timestamp=datetime(2024, 1, 1))
+    naive = utterances_from_chat_messages(
+        [ChatMessage(role="user", content="x")], default_time=datetime(2024, 1, 1)
+    )
+    assert naive[0].timestamp == datetime(2024, 1, 1, tzinfo=UTC)  # taken as UTC, like a message's own time
+    with pytest.raises(ConfigurationError, match="item 0 is a dict"):
+        utterances_from_chat_messages([{"role": "user", "content": "x"}], default_time=SAID)  # type: ignore[list-item]
 
 
 def test_nodes_from_utterances(utterances: list[Utterance]) -> None:
@@ -292,9 +303,16 @@ def test_build_with_a_llamaindex_llm_then_update_without_new_calls(
     tmp_path: Path, hashing: HashingEmbedder
 ) -> None:
     llm = ScriptedLLM(answer=FUSED_ANSWER.read_text(encoding="utf-8"))
-    report = build_kb_from_chat_messages(
-        _caroline_chat(), tmp_path, embedder=GravityEmbedding(hashing), llm=llm, session="S2", timestamp=SAID
+    builder = build_kb_from_chat_messages(
+        _caroline_chat(),
+        tmp_path,
+        embedder=GravityEmbedding(hashing),
+        llm=llm,
+        session="S2",
+        default_time=SAID,
     )
+    assert isinstance(builder, AnchorBuilder) and builder.last_report is not None
+    report = builder.last_report
     assert report.added == 5 and report.failed_batches == 0 and len(llm.chats) == 1
     kb = AnchorStore(tmp_path).load().kb
     assert {"Caroline", "Melanie"} <= {e.name for e in kb.entities.values()}
@@ -306,11 +324,27 @@ def test_build_with_a_llamaindex_llm_then_update_without_new_calls(
             role="user", content="Anna arrives on Friday.", additional_kwargs={"speaker": "Caroline"}
         ),
     ]
-    again = build_kb_from_chat_messages(more, tmp_path, embedder=hashing, session="S2", timestamp=SAID)
-    assert (again.added, again.skipped) == (1, 5)
+    again = build_kb_from_chat_messages(more, tmp_path, embedder=hashing, session="S2", default_time=SAID)
+    assert again.last_report is not None and (again.last_report.added, again.last_report.skipped) == (1, 5)
     assert len(llm.chats) == 1
     engine = GravityEngine.from_dir(tmp_path, embedder=hashing)
     assert "S2:6" in engine.kb.utterances
+
+
+def test_build_in_memory_with_a_gravity_extractor(hashing: HashingEmbedder) -> None:
+    chat = [
+        ChatMessage(
+            role="user", content="My sister Anna lives in Boston.", additional_kwargs={"speaker": "Ana"}
+        ),
+        ChatMessage(role="assistant", content="Boston is lovely in the autumn."),
+    ]
+    builder = build_kb_from_chat_messages(
+        chat, embedder=hashing, extractor=OfflineExtractor(hashing), default_time=SAID
+    )
+    assert builder.store is None and builder.last_report is not None and builder.last_report.added == 2
+    names = {e.name for e in builder.kb.entities.values()}
+    assert {"Ana", "Anna", "Boston"} <= names and "Assistant" not in names  # the unnamed AI is no person
+    assert GravityEngine.from_builder(builder).query("Where does Anna live?").anchors
 
 
 def test_chat_message_attachments_become_utterance_attachments() -> None:
@@ -318,9 +352,9 @@ def test_chat_message_attachments_become_utterance_attachments() -> None:
     shared = ChatMessage(
         role=MessageRole.USER, content="Look what I made!", additional_kwargs={"attachments": ["a clay bowl"]}
     )
-    [utterance] = utterances_from_chat_messages([shared], timestamp=when)
+    [utterance] = utterances_from_chat_messages([shared], default_time=when)
     assert utterance.attachments == ["a clay bowl"] and "a clay bowl" in utterance.full_text()
 
     bad = ChatMessage(role=MessageRole.USER, content="Look!", additional_kwargs={"attachments": "a bowl"})
     with pytest.raises(InputDataError, match="attachments"):
-        utterances_from_chat_messages([bad], timestamp=when)
+        utterances_from_chat_messages([bad], default_time=when)

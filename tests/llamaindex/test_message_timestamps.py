@@ -32,7 +32,7 @@ def _chat(value: object) -> list[ChatMessage]:
 @pytest.mark.parametrize("value", BAD_NUMBERS.values(), ids=BAD_NUMBERS.keys())
 def test_an_unusable_number_names_the_message_and_field(value: object) -> None:
     with pytest.raises(InputDataError) as raised:
-        utterances_from_chat_messages(_chat(value), session="s", timestamp=SAID)
+        utterances_from_chat_messages(_chat(value), session="s", default_time=SAID)
     error = raised.value
     assert error.record == "messages[2] (id 's:2')"  # the index counts the system message too
     assert error.field == 'additional_kwargs["timestamp"]'
@@ -44,11 +44,11 @@ def test_an_unusable_number_names_the_message_and_field(value: object) -> None:
 def test_the_build_refuses_it_before_writing_anything(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     with pytest.raises(InputDataError, match=r"messages\[2\]"):
-        build_kb_from_chat_messages(_chat(float("nan")), kb, embedder=HashingEmbedder(), timestamp=SAID)
+        build_kb_from_chat_messages(_chat(float("nan")), kb, embedder=HashingEmbedder(), default_time=SAID)
     assert not kb.exists()
 
 
 @pytest.mark.parametrize(("value", "expected"), GOOD_NUMBERS.values(), ids=GOOD_NUMBERS.keys())
 def test_a_unix_time_in_years_1_to_9999_is_read_in_utc(value: object, expected: datetime) -> None:
-    turns = utterances_from_chat_messages(_chat(value), timestamp=SAID)
+    turns = utterances_from_chat_messages(_chat(value), default_time=SAID)
     assert turns[1].timestamp == expected

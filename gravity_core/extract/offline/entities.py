@@ -1,6 +1,7 @@
 """Offline entity extraction from a dependency parse: speakers, named entities, relations, attributes.
 
-Every speaker is a PERSON observation. Named entities come from the pipeline's recognizer, plus
+Every speaker is a PERSON observation, except an AI assistant with no name of its own
+(:data:`GENERIC_ASSISTANT_NAMES`). Named entities come from the pipeline's recognizer, plus
 proper nouns it misses where the parse says what they are ("my physio Ana", "a beagle called
 Biscuit"); their type is read from that context first, then from the name's head word ("... Hospital"
 -> organization, "... Park" -> place), then from the recognizer's label. Relations come from
@@ -38,12 +39,18 @@ from gravity_core.schema import (
     RelationObservation,
 )
 
-__all__ = ["entity_names", "extract_entities"]
+__all__ = ["GENERIC_ASSISTANT_NAMES", "entity_names", "extract_entities"]
 
 _log = logging.getLogger(__name__)
 
 EXPLICIT = 0.8
 WEAK = 0.5
+
+GENERIC_ASSISTANT_NAMES = frozenset({"assistant"})
+"""Casefolded speaker names of an AI assistant that has no name of its own: "Assistant" of the chat
+adapters (``gravity_core.messages.DEFAULT_SPEAKERS``), "assistant" in LongMemEval. It is not a person,
+so it gets no entity profile, and what it says of itself ("I'd recommend ...") is nobody's attribute;
+the entities its turns mention are kept. A named assistant ("Nova") is a speaker like any other."""
 
 # Relation words after "my": canonical relation name.
 _RELATIONS: dict[str, str] = {
@@ -929,7 +936,8 @@ def extract_entities(turns: Sequence[ParsedTurn], kb: KnowledgeBase) -> list[Ent
         kb: Read-only context: known names, aliases and types are reused.
 
     Returns:
-        One observation per entity, speakers first, then in order of first mention.
+        One observation per entity, speakers first (but no generic assistant), then in order of
+        first mention.
     """
     batch = _Batch(turns, kb)
     for speaker in dict.fromkeys(t.utterance.speaker for t in turns):
@@ -939,7 +947,11 @@ def extract_entities(turns: Sequence[ParsedTurn], kb: KnowledgeBase) -> list[Ent
     for turn in turns:
         batch.read(turn)
     batch.merge_short_forms()
-    out = [acc.build() for acc in batch.accs.values() if acc.sources]
+    out = [
+        acc.build()
+        for acc in batch.accs.values()
+        if acc.sources and acc.name.casefold() not in GENERIC_ASSISTANT_NAMES
+    ]
     _log.debug("%d entity observations from %d utterances", len(out), len(turns))
     return out
 
