@@ -196,12 +196,15 @@ class ContextPolicy:
 
     # -- budget -------------------------------------------------------------------------------
 
-    def anchor_tokens(self, total_budget: int) -> int:
-        """The anchors' part of ``total_budget`` tokens (the host's memories get the rest)."""
+    def anchor_tokens(self, total_budget: int, cap: int | None = None) -> int:
+        """The anchors' part of ``total_budget`` tokens (the host's memories get the rest), at most
+        ``cap`` (the query settings' own ``token_budget``, when they have one)."""
         if total_budget < 1:
             raise ConfigurationError(f"a token budget must be at least 1, got {total_budget}")
         share = int(self.anchor_share * (total_budget - self.host_reserve))
-        return share if share >= max(1, self.min_anchor_tokens) else 0
+        if share < max(1, self.min_anchor_tokens):
+            return 0
+        return share if cap is None else min(share, cap)
 
 
 class _Cursor:

@@ -346,10 +346,8 @@ class _BudgetShare:
     def __init__(
         self, engine: GravityEngine, policy: ContextPolicy, config: QueryConfig | None, budget: int
     ) -> None:
-        cap = (config or engine.config).token_budget
-        anchors = policy.anchor_tokens(budget)
         self.engine, self.budget = engine, budget
-        self.anchor_budget = anchors if cap is None else min(anchors, cap)
+        self.anchor_budget = policy.anchor_tokens(budget, (config or engine.config).token_budget)
 
     def __call__(self, value: dict[str, Any]) -> dict[str, Any]:
         text, tokens = self.engine.fit_anchors(value["gravity_anchors"], self.anchor_budget)

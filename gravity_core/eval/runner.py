@@ -135,7 +135,7 @@ class _SampleRun:
                 ranking = self._ranking(question.question, context, rankings)
                 own = rankings[question.question]
                 for budget in self.config.budgets:
-                    window = self._window(question, vectors[index], setting, context, (ranking, own), budget)
+                    window = self._window(question, vectors[index], setting, context, ranking, own, budget)
                     record = self._record(question, setting, budget, window)
                     records.append(record)
                     if self.keep_context and self.config.answered(setting, budget):
@@ -173,12 +173,12 @@ class _SampleRun:
         vector: np.ndarray,
         setting: str,
         context: AnchorContext | None,
-        rankings: tuple[list[Passage], list[Passage]],
+        ranking: list[Passage],
+        own: list[Passage],
         budget: int,
     ) -> ContextWindow:
-        """``rankings``: the policy's merge of the question's and its expansions' hits, and the
-        question's own."""
-        ranking, own = rankings
+        """``ranking``: the policy's merge of the question's and its expansions' hits; ``own``: the
+        question's hits alone."""
         if setting in (HOST_ALONE, EXPANSIONS_ALONE):
             return ContextWindow.assemble(ranking, budget)
         if setting == ANCHORS_ALONE and context is not None:

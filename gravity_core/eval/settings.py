@@ -109,8 +109,7 @@ def preset_of(setting: str) -> QueryConfig:
 
 def anchor_budget(config: QueryConfig, budget: int, policy: ContextPolicy) -> int:
     """GRAVITY's part of a total budget: the policy's, capped by the preset's own token budget."""
-    part = policy.anchor_tokens(budget)
-    return min(part, config.token_budget) if config.token_budget is not None else part
+    return policy.anchor_tokens(budget, config.token_budget)
 
 
 def parse_budgets(text: str | Sequence[int]) -> tuple[int, ...]:

@@ -366,22 +366,16 @@ def check_unique_ids(utterances: Iterable[tuple[Where, Utterance]], field: str =
         seen[utterance.id] = where
 
 
-_SHOWN_ID = 60
-
-
 def listed_ids(ids: Sequence[str], shown: int = 20) -> str:
     """``a, b, c, ... (7 more)``, each id cut to a readable length (input ids can be huge)."""
-    cut = [name if len(name) <= _SHOWN_ID else f"{name[: _SHOWN_ID - 1]}…" for name in ids[:shown]]
-    more = f", ... ({len(ids) - shown} more)" if len(ids) > shown else ""
-    return ", ".join(cut) + more
+    listed = ", ".join(_cut(name) or "" for name in ids[:shown])
+    return listed + (f", ... ({len(ids) - shown} more)" if len(ids) > shown else "")
 
 
 def unknown_id_message(kind: str, wanted: str, available: Sequence[str], shown: int = 20) -> str:
     """'no sample 'x' in this file; available: a, b, c' with the list cut after ``shown`` ids."""
-    listed = ", ".join(_cut(name) or "" for name in available[:shown])
-    if len(available) > shown:
-        listed += f", ... ({len(available) - shown} more)"
-    return f"no {kind} {brief_repr(wanted)} in this file; available: {listed or '(none)'}"
+    listed = listed_ids(available, shown) or "(none)"
+    return f"no {kind} {brief_repr(wanted)} in this file; available: {listed}"
 
 
 Unit = tuple[str, dict[str, Any], "Where"]

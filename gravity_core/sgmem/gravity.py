@@ -131,21 +131,20 @@ class SGMemWithGravity:
             ConfigurationError: both ``token_budget`` and ``total_budget``, or a budget below 1.
         """
         anchor_config = self.anchor_config
-        if total_budget is not None:
+        if total_budget is None:
+            anchors = self.engine.query(question, config=anchor_config, question_date=question_date)
+        else:
             if token_budget is not None:
                 raise ConfigurationError("give token_budget (SGMem's alone) or total_budget, not both")
             if total_budget < 1:
                 raise ConfigurationError(f"total_budget must be at least 1, got {total_budget}")
             base = anchor_config or self.engine.config
-            part = self.policy.anchor_tokens(total_budget)
-            if base.token_budget is not None:
-                part = min(part, base.token_budget)
-            anchor_config = base.model_copy(update={"token_budget": part}) if part else None
-        if total_budget is not None and anchor_config is None:
-            anchors = AnchorContext(question)  # too small a budget for anchors: SGMem's own context
-        else:
-            anchors = self.engine.query(question, config=anchor_config, question_date=question_date)
-        if total_budget is not None:
+            part = self.policy.anchor_tokens(total_budget, base.token_budget)
+            if part == 0:
+                anchors = AnchorContext(question)  # too small a budget for anchors: SGMem's own context
+            else:
+                shared = base.model_copy(update={"token_budget": part})
+                anchors = self.engine.query(question, config=shared, question_date=question_date)
             token_budget = total_budget - anchors.tokens  # the anchors' part is below the total
         expansions = anchors.expansions
         if self.max_expansions is not None:

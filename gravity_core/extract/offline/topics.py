@@ -529,13 +529,14 @@ class TopicExtractor:
         vectors = content.vectors[positions]
         centrality = vectors @ _centroid(vectors, docs)
         keywords = {lemma for lemma, _, _ in ranked}
+        sentences = [_sentences(u.text) for u in utterances]
         return TopicObservation(
             label=label,
             keywords=[form for _, form, _ in ranked],
             participants=list(dict.fromkeys(u.speaker for u in utterances)),
             session=session,
-            summary=(summary := self._summary(utterances, centrality, docs, keywords, names)),
-            facts=self._facts(utterances, keywords, names, summary),
+            summary=(summary := self._summary(utterances, sentences, centrality, docs, keywords, names)),
+            facts=self._facts(utterances, sentences, keywords, names, summary),
             topic_id=topic_id,
             sources=[u.id for u in utterances],
         )
@@ -543,6 +544,7 @@ class TopicExtractor:
     def _summary(
         self,
         utterances: list[Utterance],
+        sentences: list[list[str]],
         centrality: _Vector,
         docs: list[list[Token]],
         keywords: set[str],
@@ -557,7 +559,7 @@ class TopicExtractor:
         """
         # Centrality favours short generic turns a little; content words tip the balance back.
         scores = [float(c) * min(1.0, len(d) / 6) ** 0.5 for c, d in zip(centrality, docs, strict=True)]
-        picked = self._summary_sentences(utterances, scores, keywords, names)
+        picked = self._summary_sentences(utterances, sentences, scores, keywords, names)
         if picked:
             by_turn: dict[int, list[str]] = {}
             for index, _, sentence in sorted(picked):
@@ -573,12 +575,18 @@ class TopicExtractor:
         return _trim(" ".join(_turn_text(utterances[i]) for i in sorted(chosen)), self._summary_chars)
 
     def _summary_sentences(
-        self, utterances: list[Utterance], scores: list[float], keywords: set[str], names: frozenset[str]
+        self,
+        utterances: list[Utterance],
+        sentences: list[list[str]],
+        scores: list[float],
+        keywords: set[str],
+        names: frozenset[str],
     ) -> list[tuple[int, int, str]]:
-        """``(turn, sentence number, sentence)`` of the summary, best first until the length is reached."""
+        """``(turn, sentence number, sentence)`` of the summary, best first until the length is reached;
+        ``sentences`` are each turn's."""
         candidates: list[tuple[float, int, int, str]] = []
-        for index, u in enumerate(utterances):
-            for number, sentence in enumerate(_sentences(u.text)):
+        for index, turn_sentences in enumerate(sentences):
+            for number, sentence in enumerate(turn_sentences):
                 if sentence.endswith("?"):
                     continue
                 lemmas = {t.lemma for t in content_tokens(sentence, names)}
@@ -599,15 +607,20 @@ class TopicExtractor:
         return picked
 
     def _facts(
-        self, utterances: list[Utterance], keywords: set[str], names: frozenset[str], summary: str = ""
+        self,
+        utterances: list[Utterance],
+        sentences: list[list[str]],
+        keywords: set[str],
+        names: frozenset[str],
+        summary: str,
     ) -> list[str]:
         """First-person statements rich in rare words and the segment's keywords, varied in speaker;
-        none the summary already quotes."""
+        none the summary already quotes (``sentences`` are each turn's)."""
         if self._max_facts == 0:
             return []
         candidates: list[tuple[float, int, str, str]] = []
-        for index, u in enumerate(utterances):
-            for sentence in _sentences(u.text):
+        for index, (u, turn_sentences) in enumerate(zip(utterances, sentences, strict=True)):
+            for sentence in turn_sentences:
                 if (
                     sentence in summary
                     or sentence.endswith("?")
