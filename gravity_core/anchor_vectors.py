@@ -126,6 +126,7 @@ class AnchorVectors:
         embedder: Embedder,
         kinds: Sequence[str] = ANCHOR_KINDS,
         extra: Mapping[str, Mapping[str, str]] | None = None,
+        donor: AnchorVectors | None = None,
     ) -> int:
         """Bring the vectors in line with the KB, embedding only rows whose text changed.
 
@@ -138,6 +139,8 @@ class AnchorVectors:
             kinds: which kinds to bring up to date.
             extra: more rows (id -> text) per kind, kept beside the KB's own, e.g. the turns of
                 a build not yet merged.
+            donor: vectors of the same embedder to take a row from when its text is there under
+                any id (a KB rebuilt from its own utterances embeds only what is new).
 
         Returns:
             The number of texts embedded.
@@ -170,6 +173,8 @@ class AnchorVectors:
             for n, row_id in enumerate(ids):
                 if row_id in old_rows:
                     matrix[n] = old.matrix[old_rows[row_id]]
+            if donor is not None and donor.embedder == embedder.name and stale:
+                stale = _fill_from(donor.get(kind), stale, digests, matrix)
             fresh = KindVectors(ids=ids, digests=digests, matrix=matrix)
             self.kinds[kind] = fresh
             pending.append((fresh, stale, [texts[ids[n]] for n in stale]))
@@ -187,6 +192,21 @@ class AnchorVectors:
         """Text -> stored vector, for the rows of ``kind`` whose id is in ``texts`` (id -> text)."""
         vectors = self.get(kind)
         return {texts[row_id]: vectors.matrix[n] for n, row_id in enumerate(vectors.ids) if row_id in texts}
+
+
+def _fill_from(donor: KindVectors, stale: list[int], digests: list[str], matrix: Matrix) -> list[int]:
+    """Fill the stale rows whose text digest the donor holds; returns the rows still to embed."""
+    if donor.matrix.shape[1:] != matrix.shape[1:]:
+        return stale
+    donor_rows = {digest: row for row, digest in enumerate(donor.digests)}
+    left = []
+    for n in stale:
+        row = donor_rows.get(digests[n])
+        if row is None:
+            left.append(n)
+        else:
+            matrix[n] = donor.matrix[row]
+    return left
 
 
 def summary_vectors(kb: KnowledgeBase, embedder: Embedder) -> KindVectors:

@@ -31,6 +31,7 @@ __all__ = [
     "check_output_folder",
     "fsync_dir",
     "generation_folder",
+    "history_start",
     "next_generation",
     "owned_generations",
     "first_saves",
@@ -56,12 +57,18 @@ def generation_folder(directory: Path, generation: int) -> Path:
     return directory / f"g{generation:06d}"
 
 
-def _marker_says(folder: Path, fmt: str, generation: int) -> bool:
+def _marker(folder: Path) -> dict[str, object]:
+    """The folder's marker (empty when it has none or it does not parse)."""
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(marker, dict) and marker.get("format") == fmt and marker.get("generation") == generation
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _marker_says(folder: Path, fmt: str, generation: int) -> bool:
+    marker = _marker(folder)
+    return marker.get("format") == fmt and marker.get("generation") == generation
 
 
 def owned_generations(directory: Path, fmt: str) -> list[int]:
@@ -86,10 +93,18 @@ def next_generation(directory: Path) -> int:
     return max(taken, default=0) + 1
 
 
-def stage_generation(directory: Path, generation: int, fmt: str, previous: int | None) -> Path:
-    """A new staging folder for ``generation`` (saved over ``previous``), its marker already written."""
+def stage_generation(
+    directory: Path, generation: int, fmt: str, previous: int | None, *, history_dropped: bool = False
+) -> Path:
+    """A new staging folder for ``generation`` (saved over ``previous``), its marker already written.
+
+    ``history_dropped``: the generation is the first of a new history (a forget): no generation
+    before it may become current again, even when the manifest is lost.
+    """
     staging = new_temp_dir(directory, f".g{generation:06d}.")
-    marker = {"format": fmt, "generation": generation, "previous": previous}
+    marker: dict[str, object] = {"format": fmt, "generation": generation, "previous": previous}
+    if history_dropped:
+        marker["history_dropped"] = True
     (staging / MARKER).write_text(json.dumps(marker), encoding="utf-8")
     return staging
 
@@ -142,19 +157,21 @@ def _remove_marked(folder: Path) -> None:
         folder.rmdir()
 
 
+def history_start(directory: Path, fmt: str) -> int:
+    """The newest owned generation whose marker says it began a new history (0 when none did)."""
+    owned = owned_generations(directory, fmt)
+    return max(
+        (g for g in owned if _marker(generation_folder(directory, g)).get("history_dropped")), default=0
+    )
+
+
 def first_saves(directory: Path, fmt: str) -> list[int]:
     """Owned generations saved when the folder had no manifest (their marker says ``previous: null``)."""
-    found = []
-    for generation in owned_generations(directory, fmt):
-        try:
-            marker = json.loads(
-                (generation_folder(directory, generation) / MARKER).read_text(encoding="utf-8")
-            )
-        except (OSError, ValueError):
-            continue
-        if marker.get("previous", 0) is None:
-            found.append(generation)
-    return found
+    return [
+        g
+        for g in owned_generations(directory, fmt)
+        if _marker(generation_folder(directory, g)).get("previous", 0) is None
+    ]
 
 
 def check_output_folder(

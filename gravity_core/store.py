@@ -63,6 +63,7 @@ from gravity_core.generation_dirs import (
     first_saves,
     fsync_dir,
     generation_folder,
+    history_start,
     next_generation,
     owned_generations,
     remove_generations,
@@ -307,8 +308,14 @@ class AnchorStore:
         return no_manifest and bool(generations) and generations == first_saves(self.directory, FORMAT)
 
     @_os_errors("write")
-    def save(self, kb: KnowledgeBase, vectors: AnchorVectors) -> int:
+    def save(self, kb: KnowledgeBase, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
         """Write ``kb`` and ``vectors`` as a new generation; returns its number.
+
+        ``keep_history=False`` (a forget) starts a new history: every earlier generation and the
+        journal are deleted once the new one is current, and :meth:`rollback` never goes back
+        past it (the generation's marker says so, so this holds without the manifest too). A
+        crash before the deletes leaves earlier generations that nothing loads; the next save
+        deletes them.
 
         Raises:
             AnchorStoreError: the folder is refused by :meth:`check_output`, or its manifest is
@@ -317,14 +324,16 @@ class AnchorStore:
         """
         self._check_output()
         with self.writer():
-            return self._save_locked(kb, vectors)
+            return self._save_locked(kb, vectors, keep_history=keep_history)
 
-    def _save_locked(self, kb: KnowledgeBase, vectors: AnchorVectors) -> int:
+    def _save_locked(self, kb: KnowledgeBase, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
         self._check_output()
         previous = self._read_manifest()["generation"] if self.exists() else None
         generation = next_generation(self.directory)
         final = generation_folder(self.directory, generation)
-        staging = stage_generation(self.directory, generation, FORMAT, previous)
+        staging = stage_generation(
+            self.directory, generation, FORMAT, previous, history_dropped=not keep_history
+        )
         try:
             self._write_generation(staging, kb, vectors)
             fsync_dir(staging)
@@ -339,7 +348,9 @@ class AnchorStore:
         if journal.exists():  # it followed the previous generation; this one holds all of it
             journal.unlink()
             fsync_dir(self.directory)
-        remove_generations(self.directory, FORMAT, set(on_disk) - {generation, previous})
+        kept = {generation, previous} if keep_history else {generation}
+        start = history_start(self.directory, FORMAT)
+        remove_generations(self.directory, FORMAT, {g for g in on_disk if g not in kept or g < start})
         logger.info("saved KB generation %d to %s", generation, self.directory)
         return generation
 
@@ -517,7 +528,8 @@ class AnchorStore:
 
     def _rollback(self) -> int:
         current = self._peek_generation()
-        candidates = [g for g in self._generations() if current is None or g < current]
+        start = history_start(self.directory, FORMAT)  # a forget's generation: nothing before it returns
+        candidates = [g for g in self._generations() if (current is None or g < current) and g >= start]
         for generation in reversed(candidates):
             try:
                 loaded = self._load_generation(generation)

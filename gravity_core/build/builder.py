@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from gravity_core.anchor_vectors import ANCHOR_KINDS, TURN_KIND, AnchorVectors
 from gravity_core.build.merge import apply_update
@@ -19,9 +20,11 @@ from gravity_core.errors import (
     ProviderError,
     UnexpectedModelOutput,
 )
-from gravity_core.extract.base import Extractor, TurnVectorReader
+from gravity_core.extract.base import Extractor, ResponseCaching, TurnVectorReader
+from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.journal import JournalEncoder
 from gravity_core.kb_changes import KBChanges
+from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
 from gravity_core.store import AnchorStore
 
@@ -189,15 +192,25 @@ class AnchorBuilder:
             self.last_report = self._add(utterances, progress)
             return self.last_report
 
-    def _add(self, utterances: Iterable[Utterance], progress: ProgressCallback | None) -> BuildReport:
+    def _add(
+        self,
+        utterances: Iterable[Utterance],
+        progress: ProgressCallback | None,
+        *,
+        batch_size: int | None = None,
+        donor: AnchorVectors | None = None,
+    ) -> BuildReport:
+        """Build ``utterances`` in; with a ``donor`` (a forget's rebuild) nothing is saved and vectors
+        are taken from the donor where their text is unchanged."""
         report = BuildReport()
         fresh = self._fresh(utterances, report)
-        batches = plan_batches(fresh, self.batch_size)
+        batch_size = batch_size or self.batch_size
+        batches = plan_batches(fresh, batch_size)
         self.kb.build.extractor = self.extractor.name
         self.kb.build.embedder = self.embedder.name
-        self.kb.build.batch_size = self.batch_size
+        self.kb.build.batch_size = batch_size
         self._changes.build = True
-        self._embed_turns(fresh, report)
+        self._embed_turns(fresh, report, donor)
         done = 0
         if progress:
             progress(0, len(fresh))
@@ -205,18 +218,101 @@ class AnchorBuilder:
             try:
                 self._run_batch(batch, report)
             except ProviderError:
-                self._save_before_raising(number, report)
+                if donor is None:  # a forget's rebuild is all or nothing
+                    self._save_before_raising(number, report)
                 raise
             done += len(batch)
             if progress:
                 progress(done, len(fresh))
-            if self.store is not None and number % self.checkpoint_every == 0 and number < len(batches):
+            if (
+                self.store is not None
+                and donor is None
+                and number % self.checkpoint_every == 0
+                and number < len(batches)
+            ):
                 self._checkpoint(report)
-        if self.store is not None and (batches or not self.store.exists()):
+        if donor is not None:
+            report.embedded += self._refresh(donor)
+        elif self.store is not None and (batches or not self.store.exists()):
             self.save(report)
         elif batches:
             report.embedded += self._refresh()
         self._pending_turns = {}
+        return report
+
+    def forget(self, request: ForgetRequest, *, progress: ProgressCallback | None = None) -> ForgetReport:
+        """Remove the utterances ``request`` names and everything the KB knows only from them.
+
+        The KB becomes the one a build of the remaining utterances makes (same extractor,
+        embedder and batch size): anchors whose sources were all forgotten are gone, the others
+        keep their remaining sources with confidences and counts recomputed. Stored vectors of
+        unchanged texts are reused, so only new texts are embedded. With a store the result is
+        one new generation and every earlier generation and the journal are deleted, so a
+        rollback cannot bring the forgotten text back; the extractor's response cache and the
+        store's ``cache/`` keep only the answers the rebuild used. Interrupted before its save
+        (a crash, a provider failure), a forget leaves the KB as it was.
+
+        Raises:
+            ConfigurationError: the request names an utterance, session or speaker the KB does
+                not hold, or the KB was built by another extractor or embedder.
+            AnchorStoreError: another build is writing the KB folder.
+            ProviderError: the model's provider failed during the rebuild (nothing changed).
+        """
+        with self._writing():
+            return self._forget(request, progress)
+
+    def _forget(self, request: ForgetRequest, progress: ProgressCallback | None) -> ForgetReport:
+        built = self.kb.build
+        for what, built_with, mine in (
+            ("extractor", built.extractor, self.extractor.name),
+            ("embedder", built.embedder, self.embedder.name),
+        ):
+            if built_with and built_with != mine:
+                raise ConfigurationError(
+                    f"this KB was built with {what} '{built_with}'; forget with the same {what} (not '{mine}'), "
+                    "so what remains is what a build of the remaining utterances makes"
+                )
+        ids = set(request.select(self.kb))
+        report = ForgetReport(before=_anchor_counts(self.kb))
+        if not ids:
+            report.remaining, report.after = len(self.kb.utterances), report.before
+            return report
+        remaining = [u for u in self.kb.utterances.values() if u.id not in ids]
+        old = self.kb, self.vectors
+        self.kb = KnowledgeBase()
+        self.vectors = AnchorVectors(embedder=old[1].embedder or self.embedder.name, dim=old[1].dim)
+        self._index, self._changes = MergeIndex(self.kb), KBChanges()
+        cache = self.extractor.cache if isinstance(self.extractor, ResponseCaching) else None
+        recording: contextlib.AbstractContextManager[set[Path]] = (
+            cache.recording() if cache is not None else contextlib.nullcontext(set())
+        )
+        try:
+            with recording as used:
+                rebuilt = self._add(remaining, progress, batch_size=built.batch_size or None, donor=old[1])
+        except BaseException:
+            self.kb, self.vectors = old
+            self._index, self._changes = MergeIndex(self.kb), KBChanges()
+            raise
+        report.forgotten, report.remaining = len(ids), len(remaining)
+        report.after, report.embedded = _anchor_counts(self.kb), rebuilt.embedded
+        if self.store is not None:
+            report.generation = self._generation = self.store.save(self.kb, self.vectors, keep_history=False)
+            self._journal_end = 0
+            self._journal.rebase(self.kb, self._changes)
+            self._changes.clear()
+            caches = [ResponseCache(self.store.cache_dir)]
+            if cache is not None and cache.directory.resolve() != self.store.cache_dir.resolve():
+                caches.append(cache)
+        else:
+            caches = [cache] if cache is not None else []
+        report.cache_entries_removed = sum(c.prune(used) for c in caches)
+        logger.info(
+            "forgot %d utterances (%d remain); anchors %s -> %s",
+            len(ids),
+            len(remaining),
+            report.before,
+            report.after,
+        )
         return report
 
     def retry_failed(self, *, progress: ProgressCallback | None = None) -> BuildReport:
@@ -307,17 +403,17 @@ class AnchorBuilder:
         written()
         self._changes.clear()
 
-    def _refresh(self) -> int:
+    def _refresh(self, donor: AnchorVectors | None = None) -> int:
         extra = {TURN_KIND: self._pending_turns} if TURN_KIND in self._kinds else None
-        return self.vectors.refresh(self.kb, self.embedder, self._kinds, extra)
+        return self.vectors.refresh(self.kb, self.embedder, self._kinds, extra, donor)
 
-    def _embed_turns(self, fresh: list[Utterance], report: BuildReport) -> None:
+    def _embed_turns(self, fresh: list[Utterance], report: BuildReport, donor: AnchorVectors | None) -> None:
         """Embed the new turns in one call (the encoder's best case); hand the extractor all turn vectors."""
         if TURN_KIND not in self._kinds:
             return
         self._pending_turns = {u.id: u.full_text() for u in fresh}
         report.embedded += self.vectors.refresh(
-            self.kb, self.embedder, (TURN_KIND,), {TURN_KIND: self._pending_turns}
+            self.kb, self.embedder, (TURN_KIND,), {TURN_KIND: self._pending_turns}, donor
         )
         texts = {u.id: u.full_text() for u in self.kb.utterances.values()} | self._pending_turns
         assert isinstance(self.extractor, TurnVectorReader)
@@ -396,3 +492,7 @@ class AnchorBuilder:
         if self.store is not None and (number > 1 and self._changes or self._journal_end):
             logger.error("the model's provider failed; saving the %d batch(es) done first", number - 1)
             self.save(report)
+
+
+def _anchor_counts(kb: KnowledgeBase) -> dict[str, int]:
+    return {"entity": len(kb.entities), "event": len(kb.events), "topic": len(kb.topics)}

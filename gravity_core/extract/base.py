@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
-__all__ = ["Extractor", "TurnVectorReader"]
+if TYPE_CHECKING:
+    from gravity_core.llm.cache import ResponseCache
+
+__all__ = ["Extractor", "ResponseCaching", "TurnVectorReader"]
 
 
 @runtime_checkable
@@ -48,3 +51,14 @@ class TurnVectorReader(Protocol):
     def use_turn_vectors(self, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
         """Vectors by turn text (:meth:`~gravity_core.schema.Utterance.full_text`); replaces earlier ones."""
         ...
+
+
+@runtime_checkable
+class ResponseCaching(Protocol):
+    """An extractor that keeps its model's answers in a :class:`~gravity_core.llm.cache.ResponseCache`.
+
+    A forget prunes that cache to the entries its rebuild used: the others answered prompts that
+    held the forgotten text.
+    """
+
+    cache: ResponseCache | None

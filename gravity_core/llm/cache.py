@@ -11,18 +11,20 @@ Completions are cleaned (:mod:`gravity_core.llm.text`) before they are stored.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from gravity_core.files import new_temp_file
 from gravity_core.llm.base import ChatModel, Message
 from gravity_core.llm.text import answer_text, clean_text
+from gravity_core.storage_errors import os_errors
 
 __all__ = ["CachedModel", "ResponseCache", "cache_key"]
 
@@ -63,6 +65,44 @@ class ResponseCache:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        self._used: set[Path] | None = None
+        self._used_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[set[Path]]:
+        """Collect the entries read or written meanwhile (for :meth:`prune` after a forget's rebuild)."""
+        used: set[Path] = set()
+        self._used = used
+        try:
+            yield used
+        finally:
+            self._used = None
+
+    def _note(self, path: Path) -> None:
+        used = self._used
+        if used is not None:
+            with self._used_lock:
+                used.add(path)
+
+    def prune(self, keep: Collection[Path]) -> int:
+        """Delete every entry but ``keep``; returns how many were deleted.
+
+        After a forget rebuilt the KB, the entries it did not use are prompts of the old build,
+        which may hold the forgotten text.
+
+        Raises:
+            StorageAccessError: an entry could not be deleted (the forget is then incomplete).
+        """
+        kept = {Path(p) for p in keep}
+        removed = 0
+        if not self.directory.is_dir():
+            return 0
+        with os_errors(self.directory):
+            for path in sorted(self.directory.glob("*/*")):
+                if path.is_file() and path not in kept:
+                    path.unlink()
+                    removed += 1
+        return removed
 
     def path_for(self, model_name: str, messages: Sequence[Message]) -> Path:
         """Where the entry for this request lives (whether or not it exists)."""
@@ -88,6 +128,7 @@ class ResponseCache:
         if not isinstance(completion, str) or entry.get("model") != model_name:
             logger.warning("response cache entry %s has an unexpected shape, treating it as a miss", path)
             return None
+        self._note(path)
         return clean_text(completion)
 
     def put(self, model_name: str, messages: Sequence[Message], completion: str) -> None:
@@ -96,6 +137,7 @@ class ResponseCache:
         A failure to write is logged and ignored: the cache is an optimization, not a store.
         """
         path = self.path_for(model_name, messages)
+        self._note(path)
         entry = {
             "model": model_name,
             "prompt_sha256": _sha256(_canonical(_plain(messages))),
