@@ -91,7 +91,10 @@ def _check_known(
     missing = [w for w in wanted if w not in have]
     if missing:
         listed = listed_ids(shown if shown is not None else sorted(have)) or "(none)"
-        raise ConfigurationError(f"no {kind} {missing[0]!r} in this KB; it holds: {listed}")
+        named = ", ".join(repr(m) for m in missing[:10]) + (
+            f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""
+        )
+        raise ConfigurationError(f"no {kind} {named} in this KB; it holds: {listed}")
 
 
 @dataclass

@@ -4,7 +4,8 @@ The LangChain and LlamaIndex adapters (``gravity_langchain.utterances_from_messa
 ``gravity_llamaindex.utterances_from_chat_messages``) turn their framework's messages into
 :class:`NeutralMessage` and call :func:`utterances_from_neutral_messages`, so both read the same
 fields with the same rules and fail the same way; their build functions call
-:func:`build_kb_from_utterances`. Nothing here imports a framework.
+:func:`build_kb_from_utterances` and their forget functions :func:`forget_utterances`. Nothing here
+imports a framework.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.extract.base import Extractor
+from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.llm.base import ChatModel
 from gravity_core.loaders import read_timestamp
 from gravity_core.schema import Utterance
@@ -34,6 +36,7 @@ __all__ = [
     "TIMESTAMP_KEYS",
     "NeutralMessage",
     "build_kb_from_utterances",
+    "forget_utterances",
     "normalize_role",
     "renamed_arguments",
     "utterances_from_neutral_messages",
@@ -326,6 +329,26 @@ def build_kb_from_utterances(
         ConfigurationError: both ``extractor`` and ``chat_model`` are given, or the embedder is not
             the existing KB's.
     """
+    builder = _open_builder(
+        kb_dir, embedder=embedder, extractor=extractor, chat_model=chat_model, batch_size=batch_size
+    )
+    report = builder.add(utterances)
+    logger.info(
+        "KB %s: %d turns added, %d already there", kb_dir or "(in memory)", report.added, report.skipped
+    )
+    return builder
+
+
+def _open_builder(
+    kb_dir: str | os.PathLike[str] | None,
+    *,
+    embedder: Embedder | None,
+    extractor: Extractor | None,
+    chat_model: ChatModel | None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> AnchorBuilder:
+    """The builder over ``kb_dir`` (the KB in it, if any; ``None``: in memory) with the embedder and
+    extractor the arguments name, the defaults of :func:`build_kb_from_utterances` otherwise."""
     if extractor is not None and chat_model is not None:
         raise ConfigurationError("pass extractor= or a chat model (llm=), not both")
     if embedder is None:
@@ -343,12 +366,112 @@ def build_kb_from_utterances(
         from gravity_core.extract.offline import OfflineExtractor
 
         extractor = OfflineExtractor(embedder)
-    builder = AnchorBuilder(extractor, embedder, batch_size=batch_size, store=store)
-    report = builder.add(utterances)
+    return AnchorBuilder(extractor, embedder, batch_size=batch_size, store=store)
+
+
+def forget_utterances(
+    utterances: Iterable[Utterance],
+    kb_dir: str | os.PathLike[str] | None = None,
+    *,
+    builder: AnchorBuilder | None = None,
+    embedder: Embedder | None = None,
+    extractor: Extractor | None = None,
+    chat_model: ChatModel | None = None,
+) -> ForgetReport:
+    """Forget utterances: remove them from a KB, which becomes what a build of the rest makes.
+
+    Each utterance is found by its id and must match the stored one (speaker, text, session), so
+    a wrong id never forgets another turn: ids made by :func:`utterances_from_neutral_messages`
+    without a message id count a session's turns (``"<session>:<n>"``), so a message passed
+    without the turns of its session before it gets another turn's id, and is refused. See
+    :meth:`AnchorBuilder.forget <gravity_core.build.builder.AnchorBuilder.forget>` for what a forget
+    removes and keeps (with a ``kb_dir``, earlier generations and unused cached answers go too).
+
+    Args:
+        utterances: the turns to forget, e.g. from :func:`utterances_from_neutral_messages`.
+        kb_dir: the KB folder, opened as :func:`build_kb_from_utterances` opens it; not with ``builder``.
+        builder: forget in this builder's KB instead (e.g. an in-memory one from
+            :func:`build_kb_from_utterances`); it stays usable and ``builder.kb`` is the new KB.
+        embedder: with ``kb_dir``: the embedder the KB was built with (default: the offline MiniLM).
+        extractor: with ``kb_dir``: the extractor the KB was built with (default: the offline one
+            over ``embedder``).
+        chat_model: with ``kb_dir``: the chat model the KB was built with (the fused LLM extractor,
+            replaying the answers cached under ``kb_dir/cache``); not together with ``extractor``.
+
+    Returns:
+        What the forget did: utterances forgotten and remaining, anchors before and after.
+
+    Raises:
+        ConfigurationError: both or neither of ``kb_dir`` and ``builder``; ``embedder``,
+            ``extractor`` or ``chat_model`` with ``builder`` (it has its own); no utterances;
+            ``kb_dir`` holds no KB; an utterance id the KB does not hold (the error of
+            :meth:`ForgetRequest.select <gravity_core.forget.ForgetRequest.select>`, listing the ids
+            the KB holds; nothing is forgotten, not even the ids it does hold); or the embedder or
+            extractor is not the KB's.
+        AnchorStoreError: another build is writing the KB folder.
+        ProviderError: the chat model's provider failed during the rebuild (nothing changed).
+    """
+    if (kb_dir is None) == (builder is None):
+        said = "not both" if builder is not None else "got neither"
+        raise ConfigurationError(
+            f"pass kb_dir= (a KB folder) or builder= (an AnchorBuilder), exactly one of them; {said}"
+        )
+    given = [
+        name
+        for name, value in (("embedder", embedder), ("extractor", extractor), ("chat_model", chat_model))
+        if value is not None
+    ]
+    if builder is not None and given:
+        raise ConfigurationError(
+            f"{', '.join(given)}= only go with kb_dir=; builder= forgets with its own extractor and embedder"
+        )
+    given_utterances = list(utterances)
+    for index, utterance in enumerate(given_utterances):
+        if not isinstance(utterance, Utterance):
+            raise ConfigurationError(f"item {index} is a {type(utterance).__name__}, not an Utterance")
+    ids = [u.id for u in given_utterances]
+    if not ids:
+        raise ConfigurationError(
+            "no utterances to forget: the list is empty (or, from messages, holds only system, tool "
+            "or empty ones)"
+        )
+    request = ForgetRequest(utterances=tuple(ids))
+    if builder is None and kb_dir is not None:
+        missing = f"there is no KB to forget from in {os.fspath(kb_dir)!r}"
+        if not os.path.isdir(kb_dir):  # refused before the default embedder is loaded
+            raise ConfigurationError(f"{missing}: it is not a folder")
+        builder = _open_builder(kb_dir, embedder=embedder, extractor=extractor, chat_model=chat_model)
+        # A first build interrupted before its first save leaves its turns in the journal only.
+        if builder.store is not None and not builder.store.exists() and not builder.kb.utterances:
+            raise ConfigurationError(missing)
+    assert builder is not None  # exactly one of kb_dir and builder, checked above
+    _check_stored(given_utterances, builder.kb.utterances)
+    report = builder.forget(request)
     logger.info(
-        "KB %s: %d turns added, %d already there", kb_dir or "(in memory)", report.added, report.skipped
+        "KB %s: %d turns forgotten, %d remain",
+        builder.store.directory if builder.store is not None else "(in memory)",
+        report.forgotten,
+        report.remaining,
     )
-    return builder
+    return report
+
+
+def _check_stored(utterances: Sequence[Utterance], stored: Mapping[str, Utterance]) -> None:
+    """Refuse an utterance whose id the KB holds for another turn (ids unknown to it are refused
+    by the forget request, listing what it holds)."""
+    for utterance in utterances:
+        known = stored.get(utterance.id)
+        if known is not None and (known.speaker, known.text, known.session) != (
+            utterance.speaker,
+            utterance.text,
+            utterance.session,
+        ):
+            raise InputDataError(
+                f"is another turn in the KB ({known.speaker}: {known.text[:60]!r}); nothing was forgotten. "
+                "Messages without ids are numbered per session from its first one: pass the session's "
+                "messages from its start, or give the messages ids",
+                record=utterance.id,
+            )
 
 
 _P = ParamSpec("_P")

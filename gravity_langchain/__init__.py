@@ -21,7 +21,12 @@ from gravity_langchain.chain import (
 )
 from gravity_langchain.embeddings import GravityEmbeddings, LangChainEmbedder, shares_embedder
 from gravity_langchain.fusion import document_key, reciprocal_rank_fusion
-from gravity_langchain.messages import DEFAULT_ROLES, build_kb_from_messages, utterances_from_messages
+from gravity_langchain.messages import (
+    DEFAULT_ROLES,
+    build_kb_from_messages,
+    forget_messages,
+    utterances_from_messages,
+)
 from gravity_langchain.models import LangChainChatModel, openai_chat_model
 from gravity_langchain.query_cache import GravityQueryCache
 from gravity_langchain.retriever import (
@@ -53,6 +58,7 @@ __all__ = [
     "build_kb_from_messages",
     "chunk_document",
     "document_key",
+    "forget_messages",
     "format_documents",
     "gravity_anchors_runnable",
     "gravity_prompt",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
@@ -27,12 +27,14 @@ from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.base import Extractor
+from gravity_core.forget import ForgetReport
 from gravity_core.messages import (
     DEFAULT_SESSION,
     DEFAULT_SPEAKERS,
     RENAMED_ARGUMENTS,
     NeutralMessage,
     build_kb_from_utterances,
+    forget_utterances,
     renamed_arguments,
     utterances_from_neutral_messages,
 )
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_ROLES",
     "MessageSource",
     "build_kb_from_messages",
+    "forget_messages",
     "neutral_message",
     "utterances_from_messages",
 ]
@@ -51,6 +54,11 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_ROLES: Mapping[str, str] = DEFAULT_SPEAKERS
 """The old name of :data:`gravity_core.messages.DEFAULT_SPEAKERS` (speaker names by role)."""
+
+# The time given to messages without one when they are only forgotten. Safe: an utterance's id
+# comes from the message's id or its session and place in it, never from a time, and a forget uses
+# nothing but the ids; so forgetting does not demand the default_time the build was given.
+_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 # Subclasses (AIMessageChunk, HumanMessageChunk, ...) have their own ``type``: read the class.
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
@@ -190,4 +198,67 @@ def build_kb_from_messages(
         extractor=extractor,
         chat_model=LangChainChatModel(llm) if llm is not None else None,
         batch_size=batch_size,
+    )
+
+
+@renamed_arguments(**RENAMED_ARGUMENTS)
+def forget_messages(
+    messages: MessageSource,
+    kb_dir: str | os.PathLike[str] | None = None,
+    *,
+    builder: AnchorBuilder | None = None,
+    embedder: Embedder | None = None,
+    extractor: Extractor | None = None,
+    llm: BaseChatModel | None = None,
+    session: str = DEFAULT_SESSION,
+    default_time: datetime | date | None = None,
+    speakers: Mapping[str, str] | None = None,
+) -> ForgetReport:
+    """Forget LangChain messages built into a KB (a user asks to be forgotten, a chat is deleted).
+
+    Pass the arguments the build got (:func:`build_kb_from_messages`): the messages become the same
+    utterance ids (:func:`utterances_from_messages`), and the KB becomes the one a build of the
+    remaining turns makes (:func:`gravity_core.messages.forget_utterances`). ``default_time`` is
+    not needed: the ids do not depend on the time. A message without an id is known by its session
+    and place in it (``"<session>:<n>"``), so pass a session's messages from its first one, not a
+    single message cut out of it (that would name another turn); messages with ids can be passed
+    alone.
+
+    Args:
+        messages: the messages to forget, or a chat history with a ``messages`` attribute.
+        kb_dir: the KB folder the messages were built into; not together with ``builder``.
+        builder: forget in this builder's KB instead (e.g. the one :func:`build_kb_from_messages`
+            returned); it stays usable and ``builder.kb`` is the new KB.
+        embedder: with ``kb_dir``: the embedder the KB was built with (default: the offline MiniLM).
+        extractor: with ``kb_dir``: the extractor the KB was built with (default: the offline one).
+        llm: with ``kb_dir``: the LangChain chat model the KB was built with (its answers cached
+            under ``kb_dir/cache`` are replayed); not together with ``extractor``.
+        session: see :func:`utterances_from_messages`.
+        default_time: see :func:`utterances_from_messages`; not needed to forget.
+        speakers: see :func:`utterances_from_messages`.
+
+    Returns:
+        What the forget did: ``forgotten`` and ``remaining`` utterances, anchors ``before`` and
+        ``after``.
+
+    Raises:
+        ConfigurationError: both or neither of ``kb_dir`` and ``builder``; no messages to forget
+            (system and tool messages do not count); ``kb_dir`` holds no KB; a message that is not
+            in the KB (the error lists the ids the KB holds, and nothing is forgotten); or the
+            embedder or extractor is not the KB's.
+        InputDataError: a message field is unusable (as in the build).
+    """
+    utterances = utterances_from_messages(
+        messages,
+        session=session,
+        default_time=default_time if default_time is not None else _ANY_TIME,
+        speakers=speakers,
+    )
+    return forget_utterances(
+        utterances,
+        kb_dir,
+        builder=builder,
+        embedder=embedder,
+        extractor=extractor,
+        chat_model=LangChainChatModel(llm) if llm is not None else None,
     )

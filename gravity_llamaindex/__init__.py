@@ -8,7 +8,8 @@
   :data:`GRAVITY_QA_TEMPLATE` / :func:`install_gravity_qa_template` for the template route.
 - :class:`GravityMemoryBlock`: the anchors in LlamaIndex ``Memory`` (chat engines, agents).
 - Adapters: :class:`LlamaIndexChatModel`, :class:`LlamaIndexEmbedder`, :class:`GravityEmbedding`,
-  :func:`utterances_from_chat_messages`, :func:`nodes_from_utterances`, :func:`build_kb_from_chat_messages`.
+  :func:`utterances_from_chat_messages`, :func:`nodes_from_utterances`, :func:`build_kb_from_chat_messages`,
+  :func:`forget_chat_messages`.
 - Instrumentation: spans on the public methods and :class:`GravityAnchorsEvent`.
 """
 
@@ -23,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 # The instrumentation module first: it creates the parent of every GRAVITY dispatcher.
 from gravity_llamaindex.instrumentation import GravityAnchorsEvent, SelectedAnchor  # noqa: I001
-from gravity_llamaindex.build import build_kb_from_chat_messages
+from gravity_llamaindex.build import build_kb_from_chat_messages, forget_chat_messages
 from gravity_llamaindex.embeddings import GravityEmbedding, LlamaIndexEmbedder, as_gravity_embedder
 from gravity_llamaindex.memory import GravityMemoryBlock
 from gravity_llamaindex.messages import nodes_from_utterances, utterances_from_chat_messages
@@ -59,6 +60,7 @@ __all__ = [
     "as_gravity_embedder",
     "build_kb_from_chat_messages",
     "chunk_node",
+    "forget_chat_messages",
     "gravity_qa_template",
     "install_gravity_qa_template",
     "is_gravity_node",

@@ -1,11 +1,11 @@
-"""Build or extend a GRAVITY KB from LlamaIndex chat messages."""
+"""Build or extend a GRAVITY KB from LlamaIndex chat messages, and forget them again."""
 
 from __future__ import annotations
 
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -15,20 +15,27 @@ from llama_index.core.llms import LLM
 from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.base import Extractor
+from gravity_core.forget import ForgetReport
 from gravity_core.messages import (
     DEFAULT_SESSION,
     RENAMED_ARGUMENTS,
     build_kb_from_utterances,
+    forget_utterances,
     renamed_arguments,
 )
 from gravity_llamaindex.embeddings import as_gravity_embedder
 from gravity_llamaindex.messages import utterances_from_chat_messages
 from gravity_llamaindex.models import LlamaIndexChatModel
 
-__all__ = ["build_kb_from_chat_messages"]
+__all__ = ["build_kb_from_chat_messages", "forget_chat_messages"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
+
+# The time given to messages without one when they are only forgotten. Safe: an utterance's id
+# comes from the message's "id" or its session and place in it, never from a time, and a forget
+# uses nothing but the ids; so forgetting does not demand the default_time the build was given.
+_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @renamed_arguments(**RENAMED_ARGUMENTS)  # outside the span, which binds the signature first
@@ -82,4 +89,71 @@ def build_kb_from_chat_messages(
         extractor=extractor,
         chat_model=LlamaIndexChatModel(llm) if llm is not None else None,
         batch_size=batch_size,
+    )
+
+
+@renamed_arguments(**RENAMED_ARGUMENTS)  # outside the span, which binds the signature first
+@dispatcher.span
+def forget_chat_messages(
+    messages: Iterable[ChatMessage],
+    kb_dir: str | os.PathLike[str] | None = None,
+    *,
+    builder: AnchorBuilder | None = None,
+    embedder: Embedder | BaseEmbedding | None = None,
+    extractor: Extractor | None = None,
+    llm: LLM | None = None,
+    session: str = DEFAULT_SESSION,
+    default_time: datetime | date | None = None,
+    speakers: Mapping[str, str] | None = None,
+) -> ForgetReport:
+    """Forget chat messages built into a KB (a user asks to be forgotten, a chat is deleted).
+
+    Pass the arguments the build got (:func:`build_kb_from_chat_messages`): the messages become the
+    same utterance ids (:func:`~gravity_llamaindex.utterances_from_chat_messages`), and the KB
+    becomes the one a build of the remaining turns makes
+    (:func:`gravity_core.messages.forget_utterances`). ``default_time`` is not needed: the ids do
+    not depend on the time. A message without an ``"id"`` is known by its session and place in it
+    (``"<session>:<n>"``), so pass a session's messages from its first one, not a single message
+    cut out of it (that would name another turn); messages with ids can be passed alone.
+
+    Args:
+        messages: the chat messages to forget.
+        kb_dir: the KB folder they were built into; not together with ``builder``.
+        builder: forget in this builder's KB instead (e.g. the one
+            :func:`build_kb_from_chat_messages` returned); it stays usable and ``builder.kb`` is
+            the new KB.
+        embedder: with ``kb_dir``: the embedder the KB was built with, as the build takes it
+            (default: the offline MiniLM).
+        extractor: with ``kb_dir``: the extractor the KB was built with (default: the offline one).
+        llm: with ``kb_dir``: the LlamaIndex LLM the KB was built with (its answers cached under
+            ``kb_dir/cache`` are replayed); not together with ``extractor``.
+        session: see :func:`~gravity_llamaindex.utterances_from_chat_messages`.
+        default_time: see :func:`~gravity_llamaindex.utterances_from_chat_messages`; not needed
+            to forget.
+        speakers: see :func:`~gravity_llamaindex.utterances_from_chat_messages`.
+
+    Returns:
+        What the forget did: ``forgotten`` and ``remaining`` utterances, anchors ``before`` and
+        ``after``.
+
+    Raises:
+        ConfigurationError: both or neither of ``kb_dir`` and ``builder``; no messages to forget
+            (system and tool messages do not count); ``kb_dir`` holds no KB; a message that is not
+            in the KB (the error lists the ids the KB holds, and nothing is forgotten); or the
+            embedder or extractor is not the KB's.
+        InputDataError: a message field is unusable (as in the build).
+    """
+    utterances = utterances_from_chat_messages(
+        messages,
+        session=session,
+        default_time=default_time if default_time is not None else _ANY_TIME,
+        speakers=speakers,
+    )
+    return forget_utterances(
+        utterances,
+        kb_dir,
+        builder=builder,
+        embedder=as_gravity_embedder(embedder) if embedder is not None else None,
+        extractor=extractor,
+        chat_model=LlamaIndexChatModel(llm) if llm is not None else None,
     )

@@ -159,7 +159,7 @@ class AnchorBuilder:
         if loaded.vectors.embedder and loaded.vectors.embedder != self.embedder.name:
             msg = (
                 f"this KB was embedded with '{loaded.vectors.embedder}'; "
-                "build it further with the same embedder"
+                "build it further (or forget from it) with the same embedder"
             )
             raise ConfigurationError(msg)
         self.kb, self.vectors, self._generation = loaded.kb, loaded.vectors, loaded.generation
@@ -269,8 +269,8 @@ class AnchorBuilder:
         ):
             if built_with and built_with != mine:
                 raise ConfigurationError(
-                    f"this KB was built with {what} '{built_with}'; forget with the same {what} (not '{mine}'), "
-                    "so what remains is what a build of the remaining utterances makes"
+                    f"this KB was built with {what} '{built_with}'; forget with the same {what} "
+                    f"(not '{mine}'), so what remains is what a build of the remaining utterances makes"
                 )
         ids = set(request.select(self.kb))
         report = ForgetReport(before=_anchor_counts(self.kb))

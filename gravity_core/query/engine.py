@@ -108,6 +108,7 @@ class GravityEngine:
         config: QueryConfig | None = None,
         index: AnchorIndex | None = None,
         follow: bool = True,
+        counter: TokenCounter | None = None,
     ) -> GravityEngine:
         """Load a KB folder written by ``gravity build``, and (by default) follow it.
 
@@ -122,6 +123,7 @@ class GravityEngine:
             follow: serve the folder's newest complete generation at every query (a build by
                 another process or thread shows up at its next save); ``False`` keeps the
                 generation loaded now.
+            counter: the token counter (engines of many KBs share one: its encoding is loaded once).
 
         Raises:
             AnchorStoreError: the folder holds no KB, or it does not load.
@@ -144,6 +146,7 @@ class GravityEngine:
             _index_for(loaded.vectors, index, chosen),
             chosen,
             config=config,
+            counter=counter,
             expansion_vectors=loaded.vectors.get(EXPANSION_KIND),
         )
         engine._view = engine._view_of(source, loaded, mark, index, follow)

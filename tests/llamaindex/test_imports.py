@@ -10,6 +10,7 @@ import sys
 import gravity_llamaindex
 
 EXPECTED_ALL = {
+    "forget_chat_messages",
     "GRAVITY_METADATA_KEY",
     "GRAVITY_QA_TEMPLATE",
     "AnchorProvider",

@@ -1,0 +1,262 @@
+"""One KB per user: a root folder holding each user's KB in its own folder, engines kept in an LRU.
+
+Every read and write names the user, and a user's id decides the one folder (and, with Chroma, the
+collections) that serves it: nothing of one user is ever read for another. An id is checked before
+it becomes a path: no separators, no ``.``/``..``, no control characters, at most 128 characters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from gravity_core.anchor_vectors import AnchorVectors
+from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder, BuildReport
+from gravity_core.embeddings.base import Embedder
+from gravity_core.errors import ConfigurationError
+from gravity_core.extract.base import Extractor
+from gravity_core.forget import ForgetReport, ForgetRequest
+from gravity_core.generation_dirs import WRITER_LOCK, writer_lock
+from gravity_core.query.config import QueryConfig
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
+from gravity_core.query.types import AnchorContext
+from gravity_core.schema import KnowledgeBase, Utterance
+from gravity_core.storage_errors import os_errors
+from gravity_core.store import MANIFEST, AnchorStore
+from gravity_core.tokens import TokenCounter
+
+__all__ = ["UserKBs", "check_user_id"]
+
+logger = logging.getLogger(__name__)
+
+_USER_ID = re.compile(r"^[A-Za-z0-9_@+=-][A-Za-z0-9_@+=.-]{0,127}$")
+
+ExtractorFactory = Callable[[Embedder, AnchorStore], Extractor]
+IndexFactory = Callable[[str], AnchorIndex]
+
+
+def check_user_id(user_id: object) -> str:
+    """``user_id`` if it can name a user's folder; a :class:`ConfigurationError` saying why not.
+
+    Allowed: letters, digits and ``_ @ + = - .``, 1 to 128 characters, not starting with a dot
+    (so never ``.`` or ``..``, never a hidden file, never a path).
+    """
+    if not isinstance(user_id, str):
+        raise ConfigurationError(f"a user id must be a string, got {type(user_id).__name__}")
+    if not _USER_ID.match(user_id):
+        shown = user_id if len(user_id) <= 60 else user_id[:60] + "..."
+        raise ConfigurationError(
+            f"user id {shown!r} cannot name a folder: use 1-128 letters, digits or _ @ + = - . "
+            "(not starting with '.'); hash or encode other ids (e.g. an e-mail's sha256) first"
+        )
+    return user_id
+
+
+class UserKBs:
+    """The KBs of many users under one root folder: ``<root>/<user id>/`` is a normal KB folder.
+
+    Builds, forgets and queries take the user id; the engines of the ``max_engines`` users queried
+    most recently stay loaded (each follows its folder, so another process's build shows up), the
+    others are dropped and loaded again when next asked for. Safe to share between threads; builds
+    of one user from several threads or processes take turns on the folder's writer lock.
+
+    Args:
+        root: the folder holding the users' KB folders (created by the first build).
+        embedder: the anchor embedder of every user's KB (default: the offline MiniLM).
+        extractor: makes the extractor of a build from the embedder and the user's store
+            (default: the offline extractor; for an LLM, an ``LLMExtractor`` whose cache is
+            ``ResponseCache(store.cache_dir)``, so a user's cached answers stay in their folder).
+        index: makes a user's anchor index from the user id, e.g.
+            ``lambda user: ChromaAnchorIndex.server(host, port, kb_name=f"user-{user}")`` for
+            collections per user on a Chroma server (default: in-process numpy).
+        config: default query settings of every engine.
+        max_engines: loaded engines kept at most.
+        batch_size: utterances per extractor call.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        embedder: Embedder | None = None,
+        extractor: ExtractorFactory | None = None,
+        index: IndexFactory | None = None,
+        config: QueryConfig | None = None,
+        max_engines: int = 64,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
+        if max_engines < 1:
+            raise ConfigurationError(f"max_engines must be at least 1, got {max_engines}")
+        if embedder is None:
+            from gravity_core.embeddings import default_embedder
+
+            embedder = default_embedder()
+        self.root = Path(root)
+        self.embedder = embedder
+        self.config = config
+        self.max_engines = max_engines
+        self.batch_size = batch_size
+        self._extractor = extractor or self._offline_extractor
+        self._index = index
+        self._nlp: Any | None = None
+        self._nlp_lock = threading.Lock()
+        self.counter = TokenCounter()  # one cl100k encoding for every user's engine
+        self._engines: OrderedDict[str, GravityEngine] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def folder(self, user_id: str) -> Path:
+        """The user's KB folder (whether or not it exists yet)."""
+        return self.root / check_user_id(user_id)
+
+    def users(self) -> list[str]:
+        """The ids of the users who have a KB, sorted."""
+        with os_errors(self.root, action="read"):
+            if not self.root.is_dir():
+                return []
+            return sorted(
+                p.name for p in self.root.iterdir() if _USER_ID.match(p.name) and (p / MANIFEST).is_file()
+            )
+
+    def builder(self, user_id: str) -> AnchorBuilder:
+        """A builder of the user's KB (reads what the folder holds)."""
+        store = AnchorStore(self.folder(user_id))
+        return AnchorBuilder(
+            self._extractor(self.embedder, store), self.embedder, batch_size=self.batch_size, store=store
+        )
+
+    def add(self, user_id: str, utterances: Iterable[Utterance]) -> BuildReport:
+        """Build the user's new utterances into their KB.
+
+        Raises:
+            AnchorStoreError: another build of the same user holds the folder's writer lock.
+        """
+        report = self.builder(user_id).add(utterances)
+        logger.info("user %s: +%d utterances", user_id, report.added)
+        return report
+
+    def forget(
+        self,
+        user_id: str,
+        *,
+        utterances: Iterable[str] = (),
+        sessions: Iterable[str] = (),
+        speakers: Iterable[str] = (),
+        before: date | datetime | None = None,
+    ) -> ForgetReport:
+        """Forget what the request names from the user's KB (see :meth:`AnchorBuilder.forget`).
+
+        Raises:
+            ConfigurationError: the user has no KB, or the request names what it does not hold.
+        """
+        request = ForgetRequest(tuple(utterances), tuple(sessions), tuple(speakers), before)
+        self._require(user_id)
+        builder = self.builder(user_id)
+        report = builder.forget(request)
+        if self._index is not None:  # the user's Chroma rows go now, not at the engine's next query
+            index = self._index(user_id)
+            if isinstance(index, ChromaAnchorIndex):
+                index.sync(builder.vectors)
+        return report
+
+    def delete(self, user_id: str) -> bool:
+        """Delete the user's whole KB folder (a user who asks to be forgotten entirely).
+
+        Takes the folder's writer lock first, so no build of the user is cut off half-way.
+        Returns whether there was a folder.
+        """
+        folder = self.folder(user_id)
+        with self._lock:
+            self._engines.pop(user_id, None)
+        if not folder.exists():
+            return False
+        with os_errors(folder):
+            with writer_lock(folder):
+                for path in folder.iterdir():
+                    if path.name == WRITER_LOCK:
+                        continue
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+            # Only the lock file is left, unless a build of the user started meanwhile: keep that.
+            with contextlib.suppress(OSError):
+                (folder / WRITER_LOCK).unlink()
+                folder.rmdir()
+        logger.info("user %s: KB folder deleted", user_id)
+        return True
+
+    def engine(self, user_id: str) -> GravityEngine:
+        """The query engine over the user's KB (an empty one while the user has none).
+
+        Raises:
+            AnchorStoreError: the user's folder holds a KB that does not load.
+        """
+        folder = self.folder(user_id)
+        with self._lock:
+            engine = self._engines.get(user_id)
+            if engine is not None:
+                self._engines.move_to_end(user_id)
+                return engine
+        if not (folder / MANIFEST).is_file():
+            return self._empty_engine()
+        index = self._index(user_id) if self._index is not None else None
+        loaded = GravityEngine.from_dir(
+            folder, embedder=self.embedder, config=self.config, index=index, counter=self.counter
+        )
+        with self._lock:
+            engine = self._engines.setdefault(user_id, loaded)
+            self._engines.move_to_end(user_id)
+            while len(self._engines) > self.max_engines:
+                dropped, _ = self._engines.popitem(last=False)
+                logger.debug("engine of user %s dropped from the LRU", dropped)
+        return engine
+
+    def query(
+        self,
+        user_id: str,
+        question: str,
+        *,
+        config: QueryConfig | None = None,
+        question_date: date | None = None,
+    ) -> AnchorContext:
+        """The anchors of ``question`` from the user's KB (:meth:`GravityEngine.query`)."""
+        return self.engine(user_id).query(question, config=config, question_date=question_date)
+
+    def loaded(self) -> list[str]:
+        """Users whose engines are loaded now, least recently used first."""
+        with self._lock:
+            return list(self._engines)
+
+    def _require(self, user_id: str) -> None:
+        if not (self.folder(user_id) / MANIFEST).is_file():
+            raise ConfigurationError(f"user {user_id!r} has no KB under {self.root}")
+
+    def _empty_engine(self) -> GravityEngine:
+        vectors = AnchorVectors(embedder=self.embedder.name, dim=self.embedder.dim)
+        return GravityEngine(
+            KnowledgeBase(),
+            NumpyAnchorIndex.from_vectors(vectors),
+            self.embedder,
+            config=self.config,
+            counter=self.counter,
+        )
+
+    def _offline_extractor(self, embedder: Embedder, store: AnchorStore) -> Extractor:
+        """The offline extractor, all users' builds sharing one loaded spaCy pipeline."""
+        from gravity_core.extract.offline import OfflineExtractor
+        from gravity_core.nlp import load_pipeline
+
+        with self._nlp_lock:
+            if self._nlp is None:
+                self._nlp = load_pipeline()
+        return OfflineExtractor(embedder, pipeline=self._nlp)
