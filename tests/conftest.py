@@ -113,4 +113,3 @@ def nlp() -> Any:
     from gravity_core.nlp import load_pipeline
 
     return load_pipeline()
-

@@ -181,7 +181,9 @@ def test_messages_not_in_the_kb_forget_nothing(framework: Framework, tmp_path: P
     embedder, kb_dir = HashingEmbedder(), tmp_path / "kb"
     framework.build(framework.session("s1"), kb_dir, embedder=embedder, default_time=DAY)
     generation = AnchorStore(kb_dir).current_generation()
-    with pytest.raises(ConfigurationError, match=r"no utterance 's2:1', 's2:2', 's2:3' in this KB; it holds: .*m1"):
+    with pytest.raises(
+        ConfigurationError, match=r"no utterance 's2:1', 's2:2', 's2:3' in this KB; it holds: .*m1"
+    ):
         framework.forget(framework.chat(), kb_dir, embedder=embedder)  # s1 is there, s2 is not
     stored = AnchorStore(kb_dir)
     assert stored.current_generation() == generation

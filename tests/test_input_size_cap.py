@@ -34,6 +34,7 @@ FIXTURES = TESTS / "fixtures"
 SAMPLE = TESTS.parent / "examples" / "sample_conversation.jsonl"
 MIB = 1024 * 1024
 
+
 def load_locomo_demo_1(path: Path, **kwargs: int) -> object:
     """``load_locomo`` of one sample: the tiny file holds two, which only load one at a time."""
     return load_locomo(path, "demo-1", **kwargs)
