@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks import build_cost, build_speed, fanout, long_build, memory, query_overhead
+from benchmarks import build_cost, build_speed, fanout, forget_speed, long_build, memory, query_overhead
 from benchmarks.common import DEFAULT_LOCOMO, REPO_ROOT, BenchSettings, Result, format_result, write_result
 from benchmarks.report import load_results, markdown_table
 from benchmarks.workspace import Workspace
@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "build_speed": build_speed.run,
     "memory": memory.run,
     "long_build": long_build.run,
+    "forget": forget_speed.run,
 }
 
 

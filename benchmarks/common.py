@@ -79,6 +79,9 @@ class BenchSettings:
         long_build_sizes: utterances of the synthetic conversations of the long-build benchmark.
         noise: std of the perturbation added to replicated vectors (per unit vector).
         seed: seed of the synthetic growth.
+        forget_every: the forget benchmark forgets every ``forget_every``-th session (and the first,
+            middle and last ones).
+        forget_repeats: alternated repetitions of forget and rebuild per session.
         profile: profile a side that misses its target.
     """
 
@@ -98,6 +101,8 @@ class BenchSettings:
     long_build_sizes: tuple[int, ...] = (2_000, 8_000, 32_000)
     noise: float = 0.3
     seed: int = 0
+    forget_every: int = 6
+    forget_repeats: int = 1
     profile: bool = True
 
     @classmethod
@@ -117,6 +122,7 @@ class BenchSettings:
             memory_anchors=200,
             memory_queries=3,
             long_build_sizes=(60, 240),
+            forget_every=100,
         )
 
 

@@ -43,9 +43,9 @@ class _CountingStore(AnchorStore):
         self.records = 0
         self.record_bytes = 0
 
-    def save(self, kb: KnowledgeBase, vectors: Any) -> int:
+    def save(self, kb: KnowledgeBase, vectors: Any, *, keep_history: bool = True) -> int:
         self.generations_saved += 1
-        return super().save(kb, vectors)
+        return super().save(kb, vectors, keep_history=keep_history)
 
     def checkpoint(self, line: bytes, *, base: int | None, at: int) -> int:
         self.records += 1

@@ -17,6 +17,7 @@ LABELS = {
     "incremental_add": "5. Incremental add",
     "memory": "6. Memory",
     "long_build": "7. Long build",
+    "forget": "8. Forget",
 }
 ORDER = tuple(LABELS)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import build_cost, build_speed, fanout, long_build, memory, query_overhead
+from benchmarks import build_cost, build_speed, fanout, forget_speed, long_build, memory, query_overhead
 from benchmarks.__main__ import run_all
 from benchmarks.common import (
     BenchSettings,
@@ -112,6 +112,16 @@ def test_long_build_reports_time_per_utterance_at_each_size(workspace: Workspace
         )
     assert len(result.figures["by_size"]["60"]["seconds"]) == long_build.schedule((60, 240)).count(60)
     assert [r["target"] for r in result.ratios] == [long_build.TARGET]
+
+
+def test_forget_reports_forget_against_rebuild_and_that_both_give_one_kb(workspace: Workspace) -> None:
+    result = forget_speed.run(workspace.settings, workspace)
+    _check(result, sides={"forget", "rebuild"})
+    sessions = list(dict.fromkeys(u.session for u in workspace.utterances))
+    ends = [sessions[0], sessions[len(sessions) // 2], sessions[-1]]
+    assert result.figures["forgotten_sessions"] == list(dict.fromkeys(ends))
+    assert set(result.figures["forget_equals_rebuild"].values()) == {True}
+    assert [r["target"] for r in result.ratios] == [forget_speed.FORGET_TARGET]
 
 
 def test_long_build_schedule_spreads_the_small_sizes_between_the_large() -> None:

@@ -295,17 +295,19 @@ class AnchorBuilder:
             raise
         report.forgotten, report.remaining = len(ids), len(remaining)
         report.after, report.embedded = _anchor_counts(self.kb), rebuilt.embedded
+        # The cache first: a forget killed after its save could not be run again to finish it (the
+        # request would name what the KB no longer holds); killed before, it runs again in full.
+        caches = [cache] if cache is not None else []
+        if self.store is not None and (
+            cache is None or cache.directory.resolve() != self.store.cache_dir.resolve()
+        ):
+            caches.append(ResponseCache(self.store.cache_dir))
+        report.cache_entries_removed = sum(c.prune(used) for c in caches)
         if self.store is not None:
             report.generation = self._generation = self.store.save(self.kb, self.vectors, keep_history=False)
             self._journal_end = 0
             self._journal.rebase(self.kb, self._changes)
             self._changes.clear()
-            caches = [ResponseCache(self.store.cache_dir)]
-            if cache is not None and cache.directory.resolve() != self.store.cache_dir.resolve():
-                caches.append(cache)
-        else:
-            caches = [cache] if cache is not None else []
-        report.cache_entries_removed = sum(c.prune(used) for c in caches)
         logger.info(
             "forgot %d utterances (%d remain); anchors %s -> %s",
             len(ids),

@@ -4,7 +4,8 @@
     python -m tests.reliability._crash_worker --serve     # a fork server for many builds
 
 The fork server imports everything once, then for each JSON request on stdin (``folder``,
-``checkpoint``, ``kill``, ``torn``, ``kill_after``, ``journal_only``) forks a child that runs one
+``checkpoint``, ``kill``, ``torn``, ``kill_after``, ``journal_only``, ``forget``: a session to
+forget from the KB in ``folder`` instead of building) forks a child that runs one
 build with its stdout and stderr in files, waits for it (SIGKILLing it after ``kill_after``
 seconds if given) and answers one JSON line: ``code`` (negative: killed by that signal), ``out``,
 ``err``, ``seconds``.
@@ -165,6 +166,24 @@ def build(folder: str, checkpoint: int, kill: str, torn: bool, journal_only: boo
     sys.stdout.write(json.dumps({"counts": dict(switch.counts), "ops": dict(switch.ops)}) + "\n")
 
 
+def forget(folder: str, kill: str, torn: bool, session: str) -> None:
+    """Forget ``session`` from the KB in ``folder`` (built by :func:`build`), killed as planned."""
+    from gravity_core.forget import ForgetRequest
+
+    switch = KillSwitch(kill, torn)
+    switch.install()
+    store = AnchorStore(folder)
+    model = FakeChatModel(fake_answer(switch, {"name": "retry"}), model_name="fake-per-prompt")
+    builder = AnchorBuilder(
+        LLMExtractor(model, fused=True, cache=ResponseCache(store.cache_dir)),
+        HashingEmbedder(dim=32),
+        batch_size=BATCH,
+        store=store,
+    )
+    builder.forget(ForgetRequest(sessions=(session,)))
+    sys.stdout.write(json.dumps({"counts": dict(switch.counts), "ops": dict(switch.ops)}) + "\n")
+
+
 def _run_child(request: dict[str, Any], out_path: str, err_path: str) -> int:
     """Fork one build; returns its wait status code (negative: the signal that ended it)."""
     pid = os.fork()
@@ -176,7 +195,12 @@ def _run_child(request: dict[str, Any], out_path: str, err_path: str) -> int:
                 os.dup2(target, fd)
                 os.close(target)
             kill, torn = request.get("kill", ""), request.get("torn", False)
-            build(request["folder"], request["checkpoint"], kill, torn, request.get("journal_only", False))
+            if request.get("forget"):
+                forget(request["folder"], kill, torn, request["forget"])
+            else:
+                build(
+                    request["folder"], request["checkpoint"], kill, torn, request.get("journal_only", False)
+                )
         except BaseException:
             import traceback
 

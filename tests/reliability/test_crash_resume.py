@@ -61,15 +61,18 @@ class Worker:
         torn: bool = False,
         kill_after: float | None = None,
         journal_only: bool = False,
+        forget: str | None = None,
     ) -> tuple[int, str, str, float]:
-        """One build: its exit code (``-9`` when SIGKILLed), stdout, stderr and duration."""
+        """One build (or a forget of session ``forget``): its exit code (``-9`` when SIGKILLed),
+        stdout, stderr and duration."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        request = {
+        request: dict[str, Any] = {
             "folder": str(folder),
             "checkpoint": checkpoint,
             "kill": kill,
             "torn": torn,
             "journal_only": journal_only,
+            "forget": forget,
         }
         if kill_after is not None:
             request["kill_after"] = kill_after
