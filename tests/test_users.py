@@ -148,9 +148,11 @@ def _work(kbs: UserKBs, n: int, rounds: int = 2) -> list[str]:
     leaked: list[str] = []
     for session in range(1, rounds + 1):
         kbs.add(user, user_chat(n, session))
-        for question in ("When did Ana adopt a dog?", "Who went hiking with his sister near the ridge?"):
-            context = kbs.query(user, question)
-            leaked += marks_of_others([context.text, *context.expansions], n)
+        question = ("When did Ana adopt a dog?", "Who went hiking with his sister near the ridge?")[
+            session % 2
+        ]
+        context = kbs.query(user, question)
+        leaked += marks_of_others([context.text, *context.expansions], n)
     kbs.forget(user, sessions=["session_1"])
     context = kbs.query(user, "When did Ana adopt a dog?")
     leaked += marks_of_others([context.text, *context.expansions], n)
@@ -189,3 +191,52 @@ def test_fifty_users_in_threads_and_processes_never_see_each_others_memories(
         kb = AnchorStore(root / f"user{n}").load().kb
         assert {u.session for u in kb.utterances.values()} == {"session_2"}
         assert marks_of_others([u.text for u in kb.utterances.values()], n) == set()
+
+
+# -- Chroma collections per user --------------------------------------------------------------
+
+
+def _chroma_isolation(kbs: UserKBs, client: Any) -> None:
+    """50 users from 4 threads; then each user's collections hold exactly that user's anchors."""
+    from gravity_core.query.index import ChromaAnchorIndex
+    from gravity_core.schema import AnchorKind
+
+    with ThreadPoolExecutor(max_workers=4) as threads:
+        leaked = [m for found in threads.map(lambda n: _work(kbs, n), range(USERS)) for m in found]
+    assert leaked == []
+    for n in range(USERS):
+        user = f"user{n}"
+        vectors = AnchorStore(kbs.folder(user)).load().vectors
+        index = ChromaAnchorIndex.from_client(client, kb_name=f"user-{user}")
+        for kind in AnchorKind:
+            stored = index.similarities(kind, vectors.get(kind).matrix[:1], vectors.get(kind).ids)
+            assert set(stored) == set(vectors.get(kind).ids), (user, kind)
+            assert index.count(kind) == len(vectors.get(kind).ids), (user, kind)
+
+
+def chroma_users(root: Path, nlp: Any, client: Any) -> UserKBs:
+    from gravity_core.query.index import ChromaAnchorIndex
+
+    return UserKBs(
+        root,
+        embedder=default_embedder(),
+        extractor=offline(nlp),
+        index=lambda user: ChromaAnchorIndex.from_client(client, kb_name=f"user-{user}"),
+        max_engines=8,
+    )
+
+
+def test_fifty_users_on_embedded_chroma_never_see_each_others_memories(tmp_path: Path, nlp: Any) -> None:
+    chromadb = pytest.importorskip("chromadb")
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    _chroma_isolation(chroma_users(tmp_path / "users", nlp, client), client)
+
+
+@pytest.mark.server
+def test_fifty_users_on_a_chroma_server_never_see_each_others_memories(
+    tmp_path: Path, nlp: Any, chroma_server: tuple[str, int]
+) -> None:
+    chromadb = pytest.importorskip("chromadb")
+    host, port = chroma_server
+    client = chromadb.HttpClient(host=host, port=port)
+    _chroma_isolation(chroma_users(tmp_path / "users", nlp, client), client)
