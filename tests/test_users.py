@@ -140,6 +140,7 @@ def test_a_second_build_of_one_user_waits_its_turn_not_another_users(kbs: UserKB
 # -- many users, threads and processes ---------------------------------------------------------
 
 USERS = 50
+QUESTIONS = ("When did Ana adopt a dog?", "Who went hiking with his sister near the ridge?")
 
 
 def _work(kbs: UserKBs, n: int, rounds: int = 2) -> list[str]:
