@@ -4,11 +4,12 @@ For each of a few sessions of the benchmark's conversation (the first, middle an
 every ``forget_every``-th; sides alternating), it times:
 
 - ``forget``: open a saved KB of the whole conversation (a copy, untimed), then
-  ``AnchorBuilder(OfflineExtractor(MiniLM), MiniLM, store).forget(ForgetRequest(sessions=(s,)))``,
-  which rebuilds from the remaining turns reusing the stored vectors, saves one generation and
-  deletes the older ones;
-- ``rebuild``: build the remaining turns from scratch and save them to a fresh folder (what a
-  forget would cost without one).
+  ``AnchorBuilder(OfflineExtractor(MiniLM, parses=...), MiniLM, store).forget(ForgetRequest(sessions=(s,)))``,
+  which rebuilds from the remaining turns reusing the stored vectors and the parses kept under the
+  KB's ``cache/parses`` (as ``gravity build`` keeps them), saves one generation and deletes the
+  older ones;
+- ``rebuild``: build the remaining turns from scratch into a fresh folder, as ``gravity build``
+  does (what a forget would cost without one).
 
 The two KBs are compared too: a forget that is fast but wrong is no result.
 """
@@ -22,9 +23,10 @@ from functools import partial
 from pathlib import Path
 
 from benchmarks.common import BenchSettings, CountingEmbedder, Result, profile_top, ratio, timed
-from benchmarks.workspace import Workspace, build_offline
+from benchmarks.workspace import Workspace
 from gravity_core.build.builder import AnchorBuilder
-from gravity_core.extract.offline import OfflineExtractor
+from gravity_core.embeddings.base import Embedder
+from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
 from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
@@ -42,9 +44,9 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         name="forget",
         title="8. Forget one session of a conversation vs rebuilding the KB without it",
         sides={
-            "forget": "open the saved KB (offline extractor, MiniLM), forget(sessions=[s]), save (older "
-            "generations deleted)",
-            "rebuild": "build the remaining turns from scratch and save them to a fresh folder",
+            "forget": "open the saved KB (offline extractor with its kept parses, MiniLM), "
+            "forget(sessions=[s]), save (older generations deleted)",
+            "rebuild": "build the remaining turns from scratch into a fresh folder, as gravity build does",
         },
     )
     turns = workspace.utterances
@@ -53,7 +55,7 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
     root = workspace.root / "forget"
     base = root / "base"
     shutil.rmtree(root, ignore_errors=True)
-    build_offline(turns, workspace.embedder, AnchorStore(base), pipeline=workspace.nlp)
+    _build(turns, base, workspace)
     times: dict[str, dict[str, list[float]]] = {s: {"forget": [], "rebuild": []} for s in chosen}
     embedded: dict[str, int] = {}
     same: dict[str, bool] = {}
@@ -119,10 +121,22 @@ def _chosen(sessions: list[str], every: int) -> list[str]:
     return [sessions[i] for i in sorted(picked)]
 
 
+def _extractor(embedder: Embedder, store: AnchorStore, workspace: Workspace) -> OfflineExtractor:
+    """The offline extractor as ``gravity build`` and ``gravity forget`` make it (parses kept in the KB)."""
+    return OfflineExtractor(embedder, pipeline=workspace.nlp, parses=parse_cache_of(store.cache_dir))
+
+
+def _build(turns: list[Utterance], folder: Path, workspace: Workspace) -> None:
+    store = AnchorStore(folder)
+    AnchorBuilder(_extractor(workspace.embedder, store, workspace), workspace.embedder, store=store).add(
+        turns
+    )
+
+
 def _forget(folder: Path, session: str, workspace: Workspace) -> ForgetReport:
     """Open the KB in ``folder`` and forget ``session``."""
     embedder = CountingEmbedder(workspace.embedder)
-    extractor = OfflineExtractor(embedder, pipeline=workspace.nlp)
+    extractor = _extractor(embedder, AnchorStore(folder), workspace)
     return AnchorBuilder(extractor, embedder, store=AnchorStore(folder)).forget(
         ForgetRequest(sessions=(session,))
     )
@@ -130,4 +144,4 @@ def _forget(folder: Path, session: str, workspace: Workspace) -> ForgetReport:
 
 def _rebuild(turns: list[Utterance], folder: Path, workspace: Workspace) -> None:
     shutil.rmtree(folder, ignore_errors=True)
-    build_offline(turns, workspace.embedder, AnchorStore(folder), pipeline=workspace.nlp)
+    _build(turns, folder, workspace)

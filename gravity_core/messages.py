@@ -363,9 +363,10 @@ def _open_builder(
         cache = ResponseCache(store.cache_dir) if store is not None else None
         extractor = LLMExtractor(chat_model, fused=True, cache=cache)
     elif extractor is None:
-        from gravity_core.extract.offline import OfflineExtractor
+        from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
 
-        extractor = OfflineExtractor(embedder)
+        parses = parse_cache_of(store.cache_dir) if store is not None else None
+        extractor = OfflineExtractor(embedder, parses=parses)
     return AnchorBuilder(extractor, embedder, batch_size=batch_size, store=store)
 
 

@@ -20,11 +20,11 @@ from gravity_core.errors import (
     ProviderError,
     UnexpectedModelOutput,
 )
-from gravity_core.extract.base import Extractor, ResponseCaching, TurnVectorReader
+from gravity_core.extract.base import Extractor, FileCaching, TurnVectorReader
+from gravity_core.file_cache import prune_folder
 from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.journal import JournalEncoder
 from gravity_core.kb_changes import KBChanges
-from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
 from gravity_core.store import AnchorStore
 
@@ -282,12 +282,10 @@ class AnchorBuilder:
         self.kb = KnowledgeBase()
         self.vectors = AnchorVectors(embedder=old[1].embedder or self.embedder.name, dim=old[1].dim)
         self._index, self._changes = MergeIndex(self.kb), KBChanges()
-        cache = self.extractor.cache if isinstance(self.extractor, ResponseCaching) else None
-        recording: contextlib.AbstractContextManager[set[Path]] = (
-            cache.recording() if cache is not None else contextlib.nullcontext(set())
-        )
+        caches = self.extractor.caches() if isinstance(self.extractor, FileCaching) else []
         try:
-            with recording as used:
+            with contextlib.ExitStack() as recording:
+                used = [recording.enter_context(cache.recording()) for cache in caches]
                 rebuilt = self._add(remaining, progress, batch_size=built.batch_size or None, donor=old[1])
         except BaseException:
             self.kb, self.vectors = old
@@ -295,14 +293,14 @@ class AnchorBuilder:
             raise
         report.forgotten, report.remaining = len(ids), len(remaining)
         report.after, report.embedded = _anchor_counts(self.kb), rebuilt.embedded
-        # The cache first: a forget killed after its save could not be run again to finish it (the
+        # The caches first: a forget killed after its save could not be run again to finish it (the
         # request would name what the KB no longer holds); killed before, it runs again in full.
-        caches = [cache] if cache is not None else []
-        if self.store is not None and (
-            cache is None or cache.directory.resolve() != self.store.cache_dir.resolve()
-        ):
-            caches.append(ResponseCache(self.store.cache_dir))
-        report.cache_entries_removed = sum(c.prune(used) for c in caches)
+        # Under the KB's cache/ nothing but what the rebuild used stays, whichever cache wrote it.
+        kept: set[Path] = set().union(*used)
+        folders = {cache.directory for cache in caches}
+        if self.store is not None:
+            folders.add(self.store.cache_dir)
+        report.cache_entries_removed = sum(prune_folder(folder, kept) for folder in sorted(folders))
         if self.store is not None:
             report.generation = self._generation = self.store.save(self.kb, self.vectors, keep_history=False)
             self._journal_end = 0

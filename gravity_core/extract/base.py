@@ -11,9 +11,9 @@ import numpy.typing as npt
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
 if TYPE_CHECKING:
-    from gravity_core.llm.cache import ResponseCache
+    from gravity_core.file_cache import RecordedFiles
 
-__all__ = ["Extractor", "ResponseCaching", "TurnVectorReader"]
+__all__ = ["Extractor", "FileCaching", "TurnVectorReader"]
 
 
 @runtime_checkable
@@ -54,11 +54,13 @@ class TurnVectorReader(Protocol):
 
 
 @runtime_checkable
-class ResponseCaching(Protocol):
-    """An extractor that keeps its model's answers in a :class:`~gravity_core.llm.cache.ResponseCache`.
+class FileCaching(Protocol):
+    """An extractor that keeps files in caches (model answers, parses) under the KB's ``cache/``.
 
-    A forget prunes that cache to the entries its rebuild used: the others answered prompts that
-    held the forgotten text.
+    A forget records which entries its rebuild uses and deletes the others: they belong to the old
+    build only and may hold the forgotten text.
     """
 
-    cache: ResponseCache | None
+    def caches(self) -> list[RecordedFiles]:
+        """The extractor's file caches."""
+        ...

@@ -18,6 +18,7 @@ from typing import cast
 from pydantic import BaseModel
 
 from gravity_core.errors import ConfigurationError, GravityError
+from gravity_core.file_cache import RecordedFiles
 from gravity_core.llm.base import ChatModel
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.llm.json_call import call_json
@@ -366,6 +367,10 @@ class LLMExtractor:
     def name(self) -> str:
         """``llm:<model_name>:fused`` or ``llm:<model_name>:modules``."""
         return f"llm:{self.model.model_name}:{'fused' if self.fused else 'modules'}"
+
+    def caches(self) -> list[RecordedFiles]:
+        """The file caches a forget prunes: the response cache, if any."""
+        return [self.cache] if self.cache is not None else []
 
     @property
     def dropped_observations(self) -> int:

@@ -11,20 +11,17 @@ Completions are cleaned (:mod:`gravity_core.llm.text`) before they are stored.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gravity_core.files import new_temp_file
+from gravity_core.file_cache import RecordedFiles
 from gravity_core.llm.base import ChatModel, Message
 from gravity_core.llm.text import answer_text, clean_text
-from gravity_core.storage_errors import os_errors
 
 __all__ = ["CachedModel", "ResponseCache", "cache_key"]
 
@@ -53,7 +50,7 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-class ResponseCache:
+class ResponseCache(RecordedFiles):
     """Completions stored on disk, keyed by model name and the full message list.
 
     Safe to share between threads (and processes): reads see either no entry or a whole one.
@@ -63,51 +60,9 @@ class ResponseCache:
             created is logged, like any failure to write: the cache is an optimization).
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory)
-        self._used: set[Path] | None = None
-        self._used_lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[set[Path]]:
-        """Collect the entries read or written meanwhile (for :meth:`prune` after a forget's rebuild)."""
-        used: set[Path] = set()
-        self._used = used
-        try:
-            yield used
-        finally:
-            self._used = None
-
-    def _note(self, path: Path) -> None:
-        used = self._used
-        if used is not None:
-            with self._used_lock:
-                used.add(path)
-
-    def prune(self, keep: Collection[Path]) -> int:
-        """Delete every entry but ``keep``; returns how many were deleted.
-
-        After a forget rebuilt the KB, the entries it did not use are prompts of the old build,
-        which may hold the forgotten text.
-
-        Raises:
-            StorageAccessError: an entry could not be deleted (the forget is then incomplete).
-        """
-        kept = {Path(p) for p in keep}
-        removed = 0
-        if not self.directory.is_dir():
-            return 0
-        with os_errors(self.directory):
-            for path in sorted(self.directory.glob("*/*")):
-                if path.is_file() and path not in kept:
-                    path.unlink()
-                    removed += 1
-        return removed
-
     def path_for(self, model_name: str, messages: Sequence[Message]) -> Path:
         """Where the entry for this request lives (whether or not it exists)."""
-        key = cache_key(model_name, messages)
-        return self.directory / key[:2] / f"{key}.json"
+        return self.entry_path(cache_key(model_name, messages))
 
     def get(self, model_name: str, messages: Sequence[Message]) -> str | None:
         """The cached completion, or ``None`` on a miss (including an unreadable entry)."""
@@ -128,7 +83,7 @@ class ResponseCache:
         if not isinstance(completion, str) or entry.get("model") != model_name:
             logger.warning("response cache entry %s has an unexpected shape, treating it as a miss", path)
             return None
-        self._note(path)
+        self.note(path)
         return clean_text(completion)
 
     def put(self, model_name: str, messages: Sequence[Message], completion: str) -> None:
@@ -137,25 +92,14 @@ class ResponseCache:
         A failure to write is logged and ignored: the cache is an optimization, not a store.
         """
         path = self.path_for(model_name, messages)
-        self._note(path)
+        self.note(path)
         entry = {
             "model": model_name,
             "prompt_sha256": _sha256(_canonical(_plain(messages))),
             "completion": clean_text(completion),
             "created": datetime.now(UTC).isoformat(),
         }
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = new_temp_file(path, ".")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(entry, handle, ensure_ascii=False)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except (OSError, ValueError) as exc:  # ValueError: a model name UTF-8 cannot encode
-            logger.warning("could not write response cache entry %s: %s", path, exc)
+        self.write_entry(path, entry)
 
     def discard(self, model_name: str, messages: Sequence[Message]) -> None:
         """Remove the entry for this request, if any (a failure to remove is logged and ignored)."""

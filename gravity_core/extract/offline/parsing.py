@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gravity_core.extract.offline.parse_cache import ParseCache
 from gravity_core.extract.offline.text import normalize_quotes
 from gravity_core.schema import Utterance
 from gravity_core.temporal import TimeMention, find_time_expressions
@@ -30,10 +31,17 @@ class ParsedTurn:
         return [m for m in self.times if start <= m.start < end]
 
 
-def parse_batch(nlp: Any, batch: Sequence[Utterance]) -> list[ParsedTurn]:
-    """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass."""
+def parse_batch(
+    nlp: Any, batch: Sequence[Utterance], cache: ParseCache | None = None, pipeline: str = ""
+) -> list[ParsedTurn]:
+    """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass (or read the parses from
+    ``cache``, kept under the pipeline's id ``pipeline``)."""
     texts = [normalize_quotes(u.text) for u in batch]
-    docs = nlp.pipe(texts, batch_size=_BATCH)
+    docs = cache.get(nlp, pipeline, texts) if cache is not None else None
+    if docs is None:
+        docs = list(nlp.pipe(texts, batch_size=_BATCH))
+        if cache is not None:
+            cache.put(pipeline, texts, docs)
     speakers = {u.speaker.casefold() for u in batch}
     return [
         ParsedTurn(u, _without_greeting_words(doc, speakers), tuple(find_time_expressions(text, u.timestamp)))
