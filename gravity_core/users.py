@@ -112,6 +112,7 @@ class UserKBs:
         self._nlp_lock = threading.Lock()
         self.counter = TokenCounter()  # one cl100k encoding for every user's engine
         self._engines: OrderedDict[str, GravityEngine] = OrderedDict()
+        self._empty: GravityEngine | None = None
         self._lock = threading.Lock()
 
     def folder(self, user_id: str) -> Path:
@@ -242,14 +243,18 @@ class UserKBs:
             raise ConfigurationError(f"user {user_id!r} has no KB under {self.root}")
 
     def _empty_engine(self) -> GravityEngine:
-        vectors = AnchorVectors(embedder=self.embedder.name, dim=self.embedder.dim)
-        return GravityEngine(
-            KnowledgeBase(),
-            NumpyAnchorIndex.from_vectors(vectors),
-            self.embedder,
-            config=self.config,
-            counter=self.counter,
-        )
+        """One engine over an empty KB, shared by every user who has none yet (it never changes)."""
+        with self._lock:
+            if self._empty is None:
+                vectors = AnchorVectors(embedder=self.embedder.name, dim=self.embedder.dim)
+                self._empty = GravityEngine(
+                    KnowledgeBase(),
+                    NumpyAnchorIndex.from_vectors(vectors),
+                    self.embedder,
+                    config=self.config,
+                    counter=self.counter,
+                )
+            return self._empty
 
     def _offline_extractor(self, embedder: Embedder, store: AnchorStore) -> Extractor:
         """The offline extractor, all users' builds sharing one loaded spaCy pipeline; the user's
