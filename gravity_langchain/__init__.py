@@ -28,7 +28,8 @@ from gravity_langchain.messages import (
     utterances_from_messages,
 )
 from gravity_langchain.models import LangChainChatModel, openai_chat_model
-from gravity_langchain.query_cache import GravityQueryCache
+from gravity_langchain.per_user import USER_ID_KEY, UserFilter
+from gravity_langchain.query_cache import GravityQueryCache, UserQueryCaches
 from gravity_langchain.retriever import (
     ANCHORS_EVENT,
     QUESTION_DATE_KEY,
@@ -44,6 +45,7 @@ __all__ = [
     "GRAVITY_PROMPT",
     "QUESTION_DATE_KEY",
     "RETRIEVED_MEMORIES",
+    "USER_ID_KEY",
     "BatchedSearch",
     "ChromaBatchedSearch",
     "GravityEmbeddings",
@@ -52,6 +54,8 @@ __all__ = [
     "LangChainChatModel",
     "LangChainEmbedder",
     "SGMemRetriever",
+    "UserFilter",
+    "UserQueryCaches",
     "anchors_event_data",
     "as_question_date",
     "build_gravity_chain",

@@ -18,10 +18,16 @@ and the engine query runs once per question (:func:`build_gravity_chain` does th
 the configurable values to every runnable of the chain, so the retriever and the anchors runnable
 resolve the same date. :func:`build_gravity_chain` also reads a ``"question_date"`` key of its input
 dict. Without one, the ``question_date=`` given when building applies, else the KB's latest day.
+
+**Many users, one chain**: build it with ``users=`` (a :class:`~gravity_core.users.UserKBs`) and a
+``user_filter`` instead of an engine, and name the user per call as
+``config={"configurable": {"user_id": "u1"}}``: the retrieval and the anchors then use only that
+user's KB and that user's documents of the shared store (see :mod:`gravity_langchain.per_user`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
@@ -40,8 +46,10 @@ from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
+from gravity_core.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
-from gravity_langchain.query_cache import GravityQueryCache
+from gravity_langchain.per_user import UserFilter, configured_user_id, required_user_id
+from gravity_langchain.query_cache import GravityQueryCache, UserQueryCaches
 from gravity_langchain.retriever import (
     QUESTION_DATE_KEY,
     GravityRetriever,
@@ -121,23 +129,42 @@ def _question_of(value: Any, question_key: str) -> str:
 
 
 class _Anchors:
-    """The anchor context of a chain input, for the date the question is asked.
+    """The anchor context of a chain input, for the date the question is asked and (per user) its user.
 
     The date is the input's ``date_key`` (when given), else ``config["configurable"]["question_date"]``,
-    else ``question_date``; an undated question is answered through the shared cache, a dated one
-    by the engine (the cache keys on the question and the query settings only).
+    else ``question_date``. The context comes through the shared cache: the engine's, or with
+    :class:`UserQueryCaches` the cache of the user ``config["configurable"]["user_id"]`` names.
     """
 
     def __init__(
         self,
-        cache: GravityQueryCache,
+        caches: GravityQueryCache | UserQueryCaches,
         config: QueryConfig | None,
         question_key: str,
         question_date: date | None,
         date_key: str | None,
     ) -> None:
-        self.cache, self.config, self.question_key = cache, config, question_key
+        self.caches, self.config, self.question_key = caches, config, question_key
         self.question_date, self.date_key = question_date, date_key
+
+    def user_id(self, run_config: RunnableConfig | None) -> str | None:
+        """The checked user id of the call (``None`` for a single engine).
+
+        Raises:
+            ConfigurationError: the chain serves many users and the call names none, or a bad one.
+        """
+        if not isinstance(self.caches, UserQueryCaches):
+            return None
+        return required_user_id(configured_user_id(run_config), "this GRAVITY chain")
+
+    def cache(self, run_config: RunnableConfig | None) -> GravityQueryCache:
+        """The query cache of the call: the engine's, or the one of the call's user."""
+        user = self.user_id(run_config)
+        if user is None:
+            assert isinstance(self.caches, GravityQueryCache)  # user_id() is None only then
+            return self.caches
+        assert isinstance(self.caches, UserQueryCaches)
+        return self.caches.for_user(user)
 
     def input_date(self, value: Any) -> date | None:
         """The date in the input dict's ``date_key``, if any."""
@@ -155,16 +182,26 @@ class _Anchors:
     def context(self, value: Any, run_config: RunnableConfig | None) -> AnchorContext:
         question = _question_of(value, self.question_key)
         asked = self.asked(value, run_config)
-        return self.cache.get(question, config=self.config, question_date=asked)
+        return self.cache(run_config).get(question, config=self.config, question_date=asked)
 
     async def acontext(self, value: Any, run_config: RunnableConfig | None) -> AnchorContext:
-        question = _question_of(value, self.question_key)
-        asked = self.asked(value, run_config)
-        return await self.cache.aget(question, config=self.config, question_date=asked)
+        """:meth:`context` in a worker thread (the scoring, and loading a user's engine, block)."""
+        return await asyncio.to_thread(self.context, value, run_config)
+
+
+def _caches_of(
+    source: GravityEngine | GravityQueryCache | UserKBs | UserQueryCaches,
+) -> GravityQueryCache | UserQueryCaches:
+    """The query cache of an engine or the caches of users (a cache or caches given are kept)."""
+    if isinstance(source, GravityEngine):
+        return GravityQueryCache(source)
+    if isinstance(source, UserKBs):
+        return UserQueryCaches(source)
+    return source
 
 
 def gravity_anchors_runnable(
-    source: GravityEngine | GravityQueryCache,
+    source: GravityEngine | GravityQueryCache | UserKBs | UserQueryCaches,
     question_key: str = "question",
     *,
     config: QueryConfig | None = None,
@@ -180,18 +217,22 @@ def gravity_anchors_runnable(
     the :class:`GravityRetriever` of the same chain reads too), else by ``question_date``, else the
     KB's latest day.
 
+    Given the KBs of many users (a :class:`~gravity_core.users.UserKBs`, or
+    :class:`~gravity_langchain.query_cache.UserQueryCaches` shared with a per-user retriever), each
+    call names its user as ``config={"configurable": {"user_id": "u1"}}`` and gets that user's anchors.
+
     Args:
         source: the engine, or a cache shared with a :class:`GravityRetriever` (then one engine
-            query per question serves both).
+            query per question serves both); for many users, their ``UserKBs`` or ``UserQueryCaches``.
         question_key: where the question is in a dict input.
         config: query settings (default: the engine's); use the retriever's so the cache is shared.
         question_date: the date questions are asked (a date, a datetime or an ISO string).
 
     Raises:
-        ConfigurationError: ``question_date`` (here or in the call's configurable) is not a date.
+        ConfigurationError: ``question_date`` (here or in the call's configurable) is not a date; a
+            per-user call names no user, or a bad one.
     """
-    cache = source if isinstance(source, GravityQueryCache) else GravityQueryCache(source)
-    anchors = _Anchors(cache, config, question_key, as_question_date(question_date), None)
+    anchors = _Anchors(_caches_of(source), config, question_key, as_question_date(question_date), None)
 
     def text(value: Any, config: RunnableConfig) -> str:
         return anchors.context(value, config).text
@@ -203,7 +244,7 @@ def gravity_anchors_runnable(
 
 
 def build_gravity_chain(
-    engine: GravityEngine,
+    engine: GravityEngine | None,
     vector_store_or_retriever: VectorStore | BaseRetriever,
     chat_model: BaseChatModel | Runnable[Any, Any],
     k: int = 4,
@@ -216,6 +257,8 @@ def build_gravity_chain(
     question_date: date | datetime | str | None = None,
     question_date_key: str = QUESTION_DATE_KEY,
     batched_search: BatchedSearch | None = None,
+    users: UserKBs | None = None,
+    user_filter: UserFilter | None = None,
 ) -> Runnable[Any, str]:
     """The whole chain: GRAVITY retrieval from the host's store, anchors, prompt, model, text out.
 
@@ -227,8 +270,12 @@ def build_gravity_chain(
     ``config={"configurable": {"question_date": ...}}`` of the call, else ``question_date``, else
     the KB's latest day; the retrieval and the anchors use the same one.
 
+    One chain serves many users when built with ``users`` and ``user_filter`` (and ``None`` for the
+    engine): each call names its user as ``config={"configurable": {"user_id": "u1"}}`` and gets
+    that user's anchors and only the store's documents ``user_filter("u1")`` lets through.
+
     Args:
-        engine: the GRAVITY engine.
+        engine: the GRAVITY engine (``None`` with ``users``).
         vector_store_or_retriever: the host's vector store or retriever.
         chat_model: any LangChain chat model (or runnable from a prompt value to a message).
         k: documents retrieved per question.
@@ -250,13 +297,26 @@ def build_gravity_chain(
         question_date_key: the input key of a per-call question date.
         batched_search: sends all of a question's vectors to the store in one request (see
             :class:`GravityRetriever`; only with a vector store).
+        users: the KBs of many users, in place of ``engine``.
+        user_filter: with ``users``, the store's search arguments that keep to one user's documents
+            (see :class:`GravityRetriever`).
+
+    Raises:
+        ConfigurationError: both or neither of ``engine`` and ``users``; ``users`` without
+            ``user_filter``; and, per call, a per-user call that names no user (or a bad one).
 
     Example:
         ```python
         chain = build_gravity_chain(engine, vector_store, ChatOpenAI(model="gpt-4o-mini"))
         chain.invoke("Where does Maya work now?")
+
+        shared = build_gravity_chain(
+            None, chroma, model, users=UserKBs("kbs"), user_filter=lambda u: {"filter": {"user_id": u}}
+        )
+        shared.invoke({"question": "Where do I work now?"}, config={"configurable": {"user_id": "u1"}})
         ```
     """
+    caches, serving = _serving(engine, users, user_filter)
     if isinstance(vector_store_or_retriever, VectorStore):
         host: dict[str, Any] = {"vector_store": vector_store_or_retriever}
     elif isinstance(vector_store_or_retriever, BaseRetriever):
@@ -270,27 +330,28 @@ def build_gravity_chain(
         raise ConfigurationError(f"question_date_key and question_key are both {question_key!r}")
     if token_budget is not None and token_budget < 1:
         raise ConfigurationError(f"token_budget must be at least 1, got {token_budget}")
-    share = _BudgetShare(engine, policy, config, token_budget) if token_budget is not None else None
+    effective = config or _default_config(caches)
+    share = _BudgetShare(policy, effective, token_budget) if token_budget is not None else None
     search_config = config
     if share is not None and share.anchor_budget == 0:
         # Too small a budget for anchors: the host's own top documents, no expansion either, as
         # `gravity eval` measures it.
-        search_config = (config or engine.config).model_copy(update={"expand": False})
-    cache = GravityQueryCache(engine)
+        search_config = effective.model_copy(update={"expand": False})
     asked = as_question_date(question_date)
     retriever = GravityRetriever(
-        engine=engine,
         k=k,
         config=search_config,
-        cache=cache,
+        cache=caches,
         policy=policy,
         question_date=asked,
         batched_search=batched_search,
+        **serving,
         **host,
     )
-    anchors = _Anchors(cache, config, question_key, asked, question_date_key)
+    anchors = _Anchors(caches, config, question_key, asked, question_date_key)
 
-    def as_input(value: Any) -> dict[str, Any]:
+    def as_input(value: Any, config: RunnableConfig) -> dict[str, Any]:
+        anchors.user_id(config)  # a per-user call without a (good) user id fails before any search
         if isinstance(value, str):
             return {question_key: value}
         if isinstance(value, Mapping):
@@ -326,9 +387,14 @@ def build_gravity_chain(
             gravity_anchors=RunnableLambda(anchor_text, afunc=aanchor_text, name="gravity_anchors"),
         )
     else:
+        budget = share  # not None here; named for the closure
+
+        def within_budget(value: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+            return budget(value, anchors.cache(config).engine)
+
         contexts = RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors")
         retrieval = RunnablePassthrough.assign(context=documents, gravity_anchors=contexts) | RunnableLambda(
-            share, name="gravity_budget"
+            within_budget, name="gravity_budget"
         )
     chosen_prompt = prompt if prompt is not None else gravity_prompt(question_key=question_key)
     return (
@@ -340,22 +406,41 @@ def build_gravity_chain(
     ).with_config(run_name="gravity_chain")
 
 
+def _serving(
+    engine: GravityEngine | None, users: UserKBs | None, user_filter: UserFilter | None
+) -> tuple[GravityQueryCache | UserQueryCaches, dict[str, Any]]:
+    """The chain's shared query cache(s) and the retriever's arguments: one engine, or many users."""
+    if engine is not None and users is None:
+        return GravityQueryCache(engine), {"engine": engine, "user_filter": user_filter}
+    if users is not None and engine is None:
+        return UserQueryCaches(users), {"users": users, "user_filter": user_filter}
+    raise ConfigurationError(
+        "build_gravity_chain needs exactly one of engine (one KB) or users= (a KB per user)"
+    )
+
+
+def _default_config(caches: GravityQueryCache | UserQueryCaches) -> QueryConfig:
+    """The query settings the engine (or every user's engine) uses when a call gives none."""
+    if isinstance(caches, UserQueryCaches):
+        return caches.users.config or QueryConfig()
+    return caches.engine.config
+
+
 class _BudgetShare:
     """Turns retrieved documents and an anchor context into the two prompt texts within one budget."""
 
-    def __init__(
-        self, engine: GravityEngine, policy: ContextPolicy, config: QueryConfig | None, budget: int
-    ) -> None:
-        self.engine, self.budget = engine, budget
-        self.anchor_budget = policy.anchor_tokens(budget, (config or engine.config).token_budget)
+    def __init__(self, policy: ContextPolicy, config: QueryConfig, budget: int) -> None:
+        self.budget = budget
+        self.anchor_budget = policy.anchor_tokens(budget, config.token_budget)
 
-    def __call__(self, value: dict[str, Any]) -> dict[str, Any]:
-        text, tokens = self.engine.fit_anchors(value["gravity_anchors"], self.anchor_budget)
+    def __call__(self, value: dict[str, Any], engine: GravityEngine) -> dict[str, Any]:
+        """The prompt texts of ``value``, the anchors formatted by ``engine`` (the one that chose them)."""
+        text, tokens = engine.fit_anchors(value["gravity_anchors"], self.anchor_budget)
         kept: list[Document] = []
         memories = ""
         for document in value["context"]:  # in rank order; one that does not fit is skipped
             candidate = format_documents([*kept, document])
-            if self.engine.counter.count(candidate) + tokens <= self.budget:
+            if engine.counter.count(candidate) + tokens <= self.budget:
                 kept.append(document)
                 memories = candidate
         return {**value, "context": memories, "gravity_anchors": text}

@@ -9,6 +9,9 @@ caller that arrives while it runs waits for that result, and the last few result
 The cache follows its engine's KB: results are kept per KB version (``engine.revision``), and each
 lookup first lets an engine that follows its KB check for a new version (one ``stat``), so a chain
 built once serves the anchors of sessions added after it was built.
+
+A retriever and a chain serving many users (``users=``) share a :class:`UserQueryCaches` instead: one
+:class:`GravityQueryCache` per user, for the engine that serves that user now.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
+from gravity_core.users import UserKBs
 
-__all__ = ["GravityQueryCache"]
+__all__ = ["GravityQueryCache", "UserQueryCaches"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,3 +143,50 @@ class GravityQueryCache:
         """Forget the cached results (queries running now still finish)."""
         with self._lock:
             self._done.clear()
+
+
+class UserQueryCaches:
+    """A :class:`GravityQueryCache` per user of a :class:`~gravity_core.users.UserKBs`; thread-safe.
+
+    :meth:`for_user` gives the cache of ``users.engine(user_id)``: a new one when that engine
+    changed (loaded again after the users' LRU dropped it, or the user's KB was deleted), so a
+    user's answers are only ever served to that user, from that user's engine. The caches of the
+    ``users.max_engines`` users asked for most recently are kept.
+
+    Args:
+        users: the users' KBs.
+        maxsize: how many recent results are kept per user.
+
+    Example:
+        ```python
+        caches = UserQueryCaches(users)
+        retriever = GravityRetriever(users=users, vector_store=store, user_filter=..., cache=caches)
+        anchors = gravity_anchors_runnable(caches)   # same caches: one engine query per question
+        ```
+    """
+
+    def __init__(self, users: UserKBs, *, maxsize: int = 32) -> None:
+        if maxsize < 1:
+            raise ConfigurationError(f"maxsize must be at least 1, got {maxsize}")
+        self.users = users
+        self.maxsize = maxsize
+        self._lock = threading.Lock()
+        self._caches: OrderedDict[str, GravityQueryCache] = OrderedDict()
+
+    def for_user(self, user_id: str) -> GravityQueryCache:
+        """The cache of the engine serving ``user_id`` now.
+
+        Raises:
+            ConfigurationError: ``user_id`` cannot name a user.
+            AnchorStoreError: the user's folder holds a KB that does not load.
+        """
+        engine = self.users.engine(user_id)
+        with self._lock:
+            cache = self._caches.get(user_id)
+            if cache is None or cache.engine is not engine:
+                cache = GravityQueryCache(engine, maxsize=self.maxsize)
+                self._caches[user_id] = cache
+            self._caches.move_to_end(user_id)
+            while len(self._caches) > self.users.max_engines:
+                self._caches.popitem(last=False)
+        return cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -21,7 +21,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import Field
 
 from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
@@ -30,10 +30,18 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.query.types import AnchorContext
+from gravity_core.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.embeddings import shares_embedder
 from gravity_langchain.fusion import document_key
-from gravity_langchain.query_cache import GravityQueryCache
+from gravity_langchain.per_user import (
+    USER_ID_KEY,
+    UserFilter,
+    configured_user_id,
+    required_user_id,
+    user_search_arguments,
+)
+from gravity_langchain.query_cache import GravityQueryCache, UserQueryCaches
 
 __all__ = [
     "ANCHORS_EVENT",
@@ -71,7 +79,13 @@ _INSTEAD = {
     "base_retriever": "use retriever=",
 }
 # The keyword arguments GravityRetriever itself takes in invoke(); the others go to the store's search.
-_CALL_ARGUMENTS = ("k", "fetch_k", QUESTION_DATE_KEY)
+_CALL_ARGUMENTS = ("k", "fetch_k", QUESTION_DATE_KEY, USER_ID_KEY)
+
+_NO_USER_FILTER = (
+    "GravityRetriever(users=...) needs user_filter=: the store holds every user's documents, so each "
+    "search must keep to the call's user, e.g. user_filter=lambda u: {'filter': {'user_id': u}} for "
+    "Chroma; with a store per user, build a GravityRetriever(engine=users.engine(u), ...) per user"
+)
 
 
 def configured_question_date(config: RunnableConfig | None) -> date | None:
@@ -127,12 +141,16 @@ def refuse_unknown_arguments(
 
 @dataclass(frozen=True)
 class _Call:
-    """The settings of one retrieval: documents returned, fetched per query, search arguments, date."""
+    """The settings of one retrieval: documents returned, fetched per query, search arguments, date,
+    and the engine (with its query cache, if any) of the call's user."""
 
     top: int
     fetch: int
     search: dict[str, Any]
     asked: date | None
+    engine: GravityEngine
+    cache: GravityQueryCache | None
+    user_id: str | None
 
 
 class GravityRetriever(BaseRetriever):
@@ -167,15 +185,25 @@ class GravityRetriever(BaseRetriever):
     **The question's date.** Phrases such as "last month" are resolved against the date the question
     is asked: ``invoke(q, question_date=d)``, else ``config={"configurable": {"question_date": d}}``
     (which also reaches the retriever inside a chain), else the ``question_date`` field, else the
-    date of the KB's latest utterance. A date, a datetime or an ISO string is accepted. A dated
-    query runs the engine itself (the shared cache holds undated answers only).
+    date of the KB's latest utterance. A date, a datetime or an ISO string is accepted; a shared
+    cache keeps the answers for each date apart.
+
+    **Many users, one retriever.** Give ``users=`` (a :class:`~gravity_core.users.UserKBs`) instead
+    of ``engine=`` and name the user per call: ``invoke(q, user_id="u1")``, else
+    ``config={"configurable": {"user_id": "u1"}}`` (which also reaches the retriever inside a chain);
+    a call that names no user is refused. The call uses ``users.engine(user_id)``, and every search
+    of the host's store (the question's and each expansion's, sync, async or batched) gets the
+    search arguments ``user_filter(user_id)`` returns, so one store can hold every user's documents.
+    With ``retriever=``, only a ``VectorStoreRetriever`` is taken (it hands those arguments to each
+    of its searches); other retrievers may drop them. The anchors event then also carries the
+    ``"user_id"``.
 
     Unknown constructor arguments are refused (``search_type``, ``top_k``, a misspelt ``fetch_k``),
     and so are the per-call arguments of other retrievers (``top_k``, ``search_type``) and misspelt
     GRAVITY ones; other ``invoke`` keyword arguments go to the store's search or the retriever.
 
     Attributes:
-        engine: the GRAVITY engine over the KB.
+        engine: the GRAVITY engine over the KB (give this or ``users``).
         vector_store: the host's vector store (give this or ``retriever``).
         retriever: the host's retriever (give this or ``vector_store``); its own settings decide how
             many documents each query brings back (and MMR or score thresholds, when it has them).
@@ -187,22 +215,32 @@ class GravityRetriever(BaseRetriever):
             ``gravity eval`` measures).
         search_kwargs: extra arguments of the store's search, e.g. ``{"filter": {...}}``.
         config: query settings of the engine (default: the engine's own).
-        cache: a :class:`~gravity_langchain.query_cache.GravityQueryCache` shared with the anchors
-            runnable, so a chain runs the engine query once per question.
+        cache: a :class:`~gravity_langchain.query_cache.GravityQueryCache` of the engine shared with
+            the anchors runnable, so a chain runs the engine query once per question; with ``users``,
+            a :class:`~gravity_langchain.query_cache.UserQueryCaches` of the same users (a cache per
+            user; a single engine's cache is refused).
         batch_embeddings: embed all queries in one ``embed_documents`` call; set it to ``False`` for
             models whose query embeddings differ from their document embeddings (each query is then
             embedded with ``embed_query``).
         batched_search: searches all of a question's vectors in one request to the store, in place of
             the store's per-vector search (only with ``vector_store``).
+        users: the KBs of many users (give this or ``engine``); each call names its user.
+        user_filter: with ``users``, the store's extra search arguments for one user's documents,
+            e.g. ``lambda u: {"filter": {"user_id": u}}`` for Chroma (required with ``users``).
 
     Example:
         ```python
         retriever = GravityRetriever(engine=engine, vector_store=store, k=4)
         docs = retriever.invoke("What did Maya do last month?", question_date="2024-06-01")
+
+        shared = GravityRetriever(
+            users=UserKBs("kbs"), vector_store=chroma, user_filter=lambda u: {"filter": {"user_id": u}}
+        )
+        docs = shared.invoke("Where does Maya work now?", user_id="u1")
         ```
     """
 
-    engine: GravityEngine
+    engine: GravityEngine | None = None
     vector_store: VectorStore | None = None
     retriever: BaseRetriever | None = None
     k: int = 4
@@ -211,9 +249,11 @@ class GravityRetriever(BaseRetriever):
     policy: ContextPolicy = DEFAULT_POLICY
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     config: QueryConfig | None = None
-    cache: GravityQueryCache | None = None
+    cache: GravityQueryCache | UserQueryCaches | None = None
     batch_embeddings: bool = True
     batched_search: BatchedSearch | None = None
+    users: UserKBs | None = None
+    user_filter: UserFilter | None = None
 
     def __init__(self, **data: Any) -> None:
         # Checked here rather than in pydantic validators so users get a ConfigurationError that
@@ -233,32 +273,65 @@ class GravityRetriever(BaseRetriever):
                 raise ConfigurationError(f"set {name} with {name}=, not in search_kwargs")
             if name in _INSTEAD:
                 raise ConfigurationError(f"search_kwargs[{name!r}] is not supported: {_INSTEAD[name]}")
-        if self.cache is not None and self.cache.engine is not self.engine:
-            raise ConfigurationError("the cache was made for another engine")
+        self._check_serving()
         if self.batched_search is not None and self.retriever is not None:
             raise ConfigurationError(
                 "batched_search= searches a vector store; it does not apply to retriever="
             )
 
+    def _check_serving(self) -> None:
+        """Exactly one of ``engine`` and ``users``, each with the cache and the user filter it takes."""
+        if (self.engine is None) == (self.users is None):
+            raise ConfigurationError(
+                "GravityRetriever needs exactly one of engine= (one KB) or users= (a KB per user)"
+            )
+        if self.users is None:
+            if self.user_filter is not None:
+                raise ConfigurationError("user_filter= goes with users=, not with engine=")
+            if self.cache is not None and (
+                not isinstance(self.cache, GravityQueryCache) or self.cache.engine is not self.engine
+            ):
+                raise ConfigurationError("the cache was made for another engine")
+            return
+        if self.user_filter is None:
+            raise ConfigurationError(_NO_USER_FILTER)
+        if self.cache is not None and (
+            not isinstance(self.cache, UserQueryCaches) or self.cache.users is not self.users
+        ):
+            raise ConfigurationError(
+                "with users=, the cache must be a UserQueryCaches(users) of the same users (one cache "
+                "per user), not a single engine's GravityQueryCache"
+            )
+        if self.retriever is not None and not isinstance(self.retriever, VectorStoreRetriever):
+            raise ConfigurationError(
+                f"with users=, a {type(self.retriever).__name__} may not apply user_filter's arguments "
+                "to its searches: give vector_store= (or its as_retriever())"
+            )
+
     # -- entry points -------------------------------------------------------------------------
 
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
-        """Documents for ``input``; ``config["configurable"]["question_date"]`` dates the question."""
-        return super().invoke(input, config, **self._dated(config, kwargs))
+        """Documents for ``input``; ``config["configurable"]`` may date the question and name the user."""
+        return super().invoke(input, config, **self._configured(config, kwargs))
 
     async def ainvoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`invoke`."""
-        return await super().ainvoke(input, config, **self._dated(config, kwargs))
+        return await super().ainvoke(input, config, **self._configured(config, kwargs))
 
-    @staticmethod
-    def _dated(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The call's keyword arguments, with the configured question date when none is given."""
-        if kwargs.get(QUESTION_DATE_KEY) is not None:
-            return kwargs
-        configured = configured_question_date(config)
-        return kwargs if configured is None else {**kwargs, QUESTION_DATE_KEY: configured}
+    def _configured(self, config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's keyword arguments, with the configured question date and (with ``users``) user
+        id where the call gives none."""
+        readers: dict[str, Callable[[RunnableConfig | None], object]] = {
+            QUESTION_DATE_KEY: configured_question_date
+        }
+        if self.users is not None:
+            readers[USER_ID_KEY] = configured_user_id
+        # Read (and checked) only where the call gives none, as a keyword argument wins.
+        configured = {name: read(config) for name, read in readers.items() if kwargs.get(name) is None}
+        missing = {name: value for name, value in configured.items() if value is not None}
+        return {**kwargs, **missing} if missing else kwargs
 
     # -- sync ---------------------------------------------------------------------------------
 
@@ -270,26 +343,29 @@ class GravityRetriever(BaseRetriever):
         k: int | None = None,
         fetch_k: int | None = None,
         question_date: date | datetime | str | None = None,
+        user_id: object = None,
         **kwargs: Any,
     ) -> list[Document]:
         """Documents for ``query``; extra keyword arguments go to the store's search or the retriever."""
-        call = self._call(k, fetch_k, question_date, kwargs)
+        call = self._call(k, fetch_k, question_date, user_id, kwargs)
         if self.retriever is not None:
-            context = self._context(query, None, call.asked)
-            self._emit(context, run_manager)
+            context = self._context(query, None, call)
+            self._emit(context, run_manager, call)
             queries = [query, *context.expansions]
-            lists = self.retriever.batch(queries, config={"callbacks": run_manager.get_child()}, **kwargs)
+            lists = self.retriever.batch(
+                queries, config={"callbacks": run_manager.get_child()}, **call.search
+            )
             return self._merge(query, context.expansions, lists, call.top)
         store = self._store()
         embeddings = store.embeddings
         if embeddings is None:
-            context = self._context(query, None, call.asked)
-            self._emit(context, run_manager)
+            context = self._context(query, None, call)
+            self._emit(context, run_manager, call)
             expansions = self._searched(context, call)
             lists = [store.similarity_search(q, k=call.fetch, **call.search) for q in [query, *expansions]]
             return self._merge(query, expansions, lists, call.top)
         context, expansions, vectors = self._embedded_queries(query, embeddings, call)
-        self._emit(context, run_manager)
+        self._emit(context, run_manager, call)
         queries = [query, *expansions]
         batched = self._batched(call)
         if batched is not None:
@@ -302,15 +378,15 @@ class GravityRetriever(BaseRetriever):
         self, query: str, embeddings: Embeddings, call: _Call
     ) -> tuple[AnchorContext, list[str], list[list[float]]]:
         """The anchor context, the expansions to search, and the vectors of the question and those."""
-        if shares_embedder(embeddings, self.engine.embedder):
+        if shares_embedder(embeddings, call.engine.embedder):
             question_vector = embeddings.embed_query(query)
-            context = self._context(query, question_vector, call.asked)
+            context = self._context(query, question_vector, call)
             expansions = self._searched(context, call)
-            known = self.engine.known_expansion_vectors(expansions)
+            known = call.engine.known_expansion_vectors(expansions)
             missing = [text for text, v in zip(expansions, known, strict=True) if v is None]
             fresh = self._embed(embeddings, missing)
             return context, expansions, [question_vector, *_fill(known, fresh)]
-        context = self._context(query, None, call.asked)
+        context = self._context(query, None, call)
         expansions = self._searched(context, call)
         return context, expansions, self._embed(embeddings, [query, *expansions])
 
@@ -321,10 +397,10 @@ class GravityRetriever(BaseRetriever):
             return embeddings.embed_documents(texts)
         return [embeddings.embed_query(text) for text in texts]
 
-    def _context(self, query: str, vector: Sequence[float] | None, asked: date | None) -> AnchorContext:
-        if self.cache is not None:
-            return self.cache.get(query, config=self.config, query_embedding=vector, question_date=asked)
-        return self.engine.query(query, config=self.config, query_embedding=vector, question_date=asked)
+    def _context(self, query: str, vector: Sequence[float] | None, call: _Call) -> AnchorContext:
+        if call.cache is not None:
+            return call.cache.get(query, config=self.config, query_embedding=vector, question_date=call.asked)
+        return call.engine.query(query, config=self.config, query_embedding=vector, question_date=call.asked)
 
     @staticmethod
     def _search_by_vector(store: VectorStore, vector: list[float], query: str, call: _Call) -> list[Document]:
@@ -335,9 +411,9 @@ class GravityRetriever(BaseRetriever):
             return store.similarity_search(query, k=call.fetch, **call.search)
 
     @staticmethod
-    def _emit(context: AnchorContext, run_manager: CallbackManagerForRetrieverRun) -> None:
+    def _emit(context: AnchorContext, run_manager: CallbackManagerForRetrieverRun, call: _Call) -> None:
         dispatch_custom_event(
-            ANCHORS_EVENT, anchors_event_data(context), config={"callbacks": run_manager.get_child()}
+            ANCHORS_EVENT, _event_data(context, call), config={"callbacks": run_manager.get_child()}
         )
 
     # -- async --------------------------------------------------------------------------------
@@ -350,31 +426,35 @@ class GravityRetriever(BaseRetriever):
         k: int | None = None,
         fetch_k: int | None = None,
         question_date: date | datetime | str | None = None,
+        user_id: object = None,
         **kwargs: Any,
     ) -> list[Document]:
         """Async :meth:`_get_relevant_documents`: the searches run concurrently."""
-        call = self._call(k, fetch_k, question_date, kwargs)
+        if self.users is None:
+            call = self._call(k, fetch_k, question_date, user_id, kwargs)
+        else:  # the user's engine may be loaded from disk
+            call = await asyncio.to_thread(self._call, k, fetch_k, question_date, user_id, kwargs)
         if self.retriever is not None:
-            context = await self._acontext(query, None, call.asked)
-            await self._aemit(context, run_manager)
+            context = await self._acontext(query, None, call)
+            await self._aemit(context, run_manager, call)
             retriever = self.retriever
             config = RunnableConfig(callbacks=run_manager.get_child())
             lists = await asyncio.gather(
-                *(retriever.ainvoke(q, config=config, **kwargs) for q in [query, *context.expansions])
+                *(retriever.ainvoke(q, config=config, **call.search) for q in [query, *context.expansions])
             )
             return self._merge(query, context.expansions, lists, call.top)
         store = self._store()
         embeddings = store.embeddings
         if embeddings is None:
-            context = await self._acontext(query, None, call.asked)
-            await self._aemit(context, run_manager)
+            context = await self._acontext(query, None, call)
+            await self._aemit(context, run_manager, call)
             expansions = self._searched(context, call)
             lists = await asyncio.gather(
                 *(store.asimilarity_search(q, k=call.fetch, **call.search) for q in [query, *expansions])
             )
             return self._merge(query, expansions, lists, call.top)
         context, expansions, vectors = await self._aembedded_queries(query, embeddings, call)
-        await self._aemit(context, run_manager)
+        await self._aemit(context, run_manager, call)
         queries = [query, *expansions]
         batched = self._batched(call)
         if batched is not None:
@@ -388,15 +468,15 @@ class GravityRetriever(BaseRetriever):
     async def _aembedded_queries(
         self, query: str, embeddings: Embeddings, call: _Call
     ) -> tuple[AnchorContext, list[str], list[list[float]]]:
-        if shares_embedder(embeddings, self.engine.embedder):
+        if shares_embedder(embeddings, call.engine.embedder):
             question_vector = await embeddings.aembed_query(query)
-            context = await self._acontext(query, question_vector, call.asked)
+            context = await self._acontext(query, question_vector, call)
             expansions = self._searched(context, call)
-            known = self.engine.known_expansion_vectors(expansions)
+            known = call.engine.known_expansion_vectors(expansions)
             missing = [text for text, v in zip(expansions, known, strict=True) if v is None]
             fresh = await self._aembed(embeddings, missing)
             return context, expansions, [question_vector, *_fill(known, fresh)]
-        context = await self._acontext(query, None, call.asked)
+        context = await self._acontext(query, None, call)
         expansions = self._searched(context, call)
         return context, expansions, await self._aembed(embeddings, [query, *expansions])
 
@@ -407,15 +487,13 @@ class GravityRetriever(BaseRetriever):
             return await embeddings.aembed_documents(texts)
         return list(await asyncio.gather(*(embeddings.aembed_query(text) for text in texts)))
 
-    async def _acontext(
-        self, query: str, vector: Sequence[float] | None, asked: date | None
-    ) -> AnchorContext:
-        if self.cache is not None:
-            return await self.cache.aget(
-                query, config=self.config, query_embedding=vector, question_date=asked
+    async def _acontext(self, query: str, vector: Sequence[float] | None, call: _Call) -> AnchorContext:
+        if call.cache is not None:
+            return await call.cache.aget(
+                query, config=self.config, query_embedding=vector, question_date=call.asked
             )
-        return await self.engine.aquery(
-            query, config=self.config, query_embedding=vector, question_date=asked
+        return await call.engine.aquery(
+            query, config=self.config, query_embedding=vector, question_date=call.asked
         )
 
     @staticmethod
@@ -429,22 +507,30 @@ class GravityRetriever(BaseRetriever):
             return await store.asimilarity_search(query, k=call.fetch, **call.search)
 
     @staticmethod
-    async def _aemit(context: AnchorContext, run_manager: AsyncCallbackManagerForRetrieverRun) -> None:
+    async def _aemit(
+        context: AnchorContext, run_manager: AsyncCallbackManagerForRetrieverRun, call: _Call
+    ) -> None:
         await adispatch_custom_event(
-            ANCHORS_EVENT, anchors_event_data(context), config={"callbacks": run_manager.get_child()}
+            ANCHORS_EVENT, _event_data(context, call), config={"callbacks": run_manager.get_child()}
         )
 
     # -- shared -------------------------------------------------------------------------------
 
     def _call(
-        self, k: int | None, fetch_k: int | None, question_date: object, kwargs: Mapping[str, Any]
+        self,
+        k: int | None,
+        fetch_k: int | None,
+        question_date: object,
+        user_id: object,
+        kwargs: Mapping[str, Any],
     ) -> _Call:
         """This call's settings; refuses other retrievers' arguments and misspelt GRAVITY ones."""
         for name in kwargs:
             if name in _INSTEAD or (name not in _CALL_ARGUMENTS and _hint(name, _CALL_ARGUMENTS)):
                 raise ConfigurationError(
                     f"GravityRetriever.invoke got {name!r}{_hint(name, _CALL_ARGUMENTS)}; it takes k, "
-                    "fetch_k and question_date, and passes other keyword arguments to the store's search"
+                    "fetch_k, question_date and user_id, and passes other keyword arguments to the "
+                    "store's search"
                 )
         top = self.k if k is None else k
         if top < 1:
@@ -453,8 +539,43 @@ class GravityRetriever(BaseRetriever):
         if fetch < 1:
             raise ConfigurationError(f"fetch_k must be at least 1, got {fetch}")
         asked = as_question_date(question_date)
-        search = {**self.search_kwargs, **kwargs} if self.vector_store is not None else {}
-        return _Call(top, fetch, search, asked if asked is not None else self.question_date)
+        search = {**self.search_kwargs, **kwargs} if self.vector_store is not None else dict(kwargs)
+        engine, cache, user = self._serving(user_id)
+        if user is not None:
+            search = self._with_user_search(search, user)
+        return _Call(
+            top, fetch, search, asked if asked is not None else self.question_date, engine, cache, user
+        )
+
+    def _serving(self, user_id: object) -> tuple[GravityEngine, GravityQueryCache | None, str | None]:
+        """The engine of the call, its query cache (if any) and the checked user id (with ``users``)."""
+        if self.users is None:
+            if user_id is not None:
+                raise ConfigurationError(
+                    "user_id= names the user of a GravityRetriever(users=...); this one serves one engine"
+                )
+            assert self.engine is not None  # checked in __init__
+            return self.engine, self.cache if isinstance(self.cache, GravityQueryCache) else None, None
+        user = required_user_id(user_id, "this GravityRetriever")
+        if isinstance(self.cache, UserQueryCaches):
+            cache = self.cache.for_user(user)
+            return cache.engine, cache, user
+        return self.users.engine(user), None, user
+
+    def _with_user_search(self, search: Mapping[str, Any], user_id: str) -> dict[str, Any]:
+        """``search`` plus ``user_filter``'s arguments for the user; refused where they would overlap."""
+        assert self.user_filter is not None  # checked in __init__
+        own = user_search_arguments(self.user_filter, user_id)
+        given = set(search)
+        if isinstance(self.retriever, VectorStoreRetriever):
+            given |= set(self.retriever.search_kwargs)
+        clash = sorted(given & own.keys())
+        if clash:
+            raise ConfigurationError(
+                f"{', '.join(clash)} is set by user_filter for each user's searches: put the condition "
+                "into user_filter instead of search_kwargs or the invoke() arguments"
+            )
+        return {**search, **own}
 
     def _store(self) -> VectorStore:
         assert self.vector_store is not None  # checked in __init__
@@ -485,6 +606,12 @@ class GravityRetriever(BaseRetriever):
             hit.item.model_copy(update={"metadata": {**hit.item.metadata, **hit.metadata()}})
             for hit in merged
         ]
+
+
+def _event_data(context: AnchorContext, call: _Call) -> dict[str, Any]:
+    """The anchors event's payload, naming the user on a per-user call."""
+    data = anchors_event_data(context)
+    return data if call.user_id is None else {**data, USER_ID_KEY: call.user_id}
 
 
 def _fill(known: Sequence[np.ndarray | None], fresh: Sequence[list[float]]) -> list[list[float]]:
