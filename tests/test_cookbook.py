@@ -59,7 +59,7 @@ def test_every_recipe_is_listed_in_the_cookbook_readme_and_the_main_readme() -> 
     main_readme = (COOKBOOK.parent / "README.md").read_text(encoding="utf-8")
     helpers = {"fake_openai.py", "chroma_server.py"}
     recipes = sorted(p.name for p in COOKBOOK.glob("*.py") if p.name not in helpers)
-    assert len(recipes) == 8
+    assert len(recipes) == 9
     for recipe in recipes:
         assert f"({recipe})" in readme, f"{recipe} is not linked from cookbook/README.md"
         assert f"(cookbook/{recipe})" in main_readme, f"{recipe} is not linked from README.md's Cookbook"
@@ -193,6 +193,23 @@ def test_live_chat_app(tmp_path: Path) -> None:
     assert "added to the KB by the Python API in another process" in fourth
     assert "the engine served 3 KB versions, now generation 3" in out
     assert AnchorStore(tmp_path / "app" / "kb").current_generation() == 3
+
+
+@pytest.mark.slow
+def test_multi_user_chat_app(tmp_path: Path) -> None:
+    out = run_recipe("multi_user_chat_app.py", "--workdir", str(tmp_path / "app"), cwd=tmp_path)
+    asked, forgot, closed = out.split("\n\n")[1:4]
+    assert "maya: " in asked and "['Biscuit', 'Northwind']" in asked  # Maya's own memories only
+    assert "['Pixel', 'Leith']" in asked.splitlines()[-1]  # Lou's own, and none of Maya's
+    turns = session_sizes()["session_2"]
+    assert f"maya forgets session_2: {turns} turns" in forgot
+    assert "in maya's next prompt: []; in her KB: []" in forgot
+    assert "users with a KB now ['lou']" in closed
+    maya, lou = closed.splitlines()[1:3]
+    assert maya.endswith(": []") and "0 anchor and memory lines" in maya
+    assert lou.endswith(": ['Pixel', 'Leith']")
+    assert not (tmp_path / "app" / "kbs" / "maya").exists()
+    assert AnchorStore(tmp_path / "app" / "kbs" / "lou").exists()
 
 
 @pytest.mark.slow
