@@ -50,12 +50,14 @@ class GravityAnchorsEvent(BaseEvent):
         anchors: the anchors injected, best first within each kind.
         expansions: the expanded queries made for the host's store.
         tokens: cl100k tokens of the injected text.
+        user_id: whose KB answered, when the components serve many users (``users=``); else ``None``.
     """
 
     query_str: str
     anchors: list[SelectedAnchor] = Field(default_factory=list)
     expansions: list[str] = Field(default_factory=list)
     tokens: int = 0
+    user_id: str | None = None
 
     @classmethod
     def class_name(cls) -> str:
@@ -63,8 +65,8 @@ class GravityAnchorsEvent(BaseEvent):
         return "GravityAnchorsEvent"
 
     @classmethod
-    def from_context(cls, context: AnchorContext) -> GravityAnchorsEvent:
-        """The event describing one engine answer."""
+    def from_context(cls, context: AnchorContext, *, user_id: str | None = None) -> GravityAnchorsEvent:
+        """The event describing one engine answer (from ``user_id``'s KB, if given)."""
         return cls(
             query_str=context.question,
             anchors=[
@@ -73,4 +75,5 @@ class GravityAnchorsEvent(BaseEvent):
             ],
             expansions=list(context.expansions),
             tokens=context.tokens,
+            user_id=user_id,
         )

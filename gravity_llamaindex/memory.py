@@ -10,6 +10,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.memory import BaseMemoryBlock
 
+from gravity_core.users import UserKBs, check_user_id
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
 __all__ = ["GravityMemoryBlock", "latest_user_text"]
@@ -41,16 +42,29 @@ class GravityMemoryBlock(BaseMemoryBlock[str]):
     with ``GravityEngine.from_dir`` on that folder follows it, so the block serves the new anchors
     without being made again. ``accept_short_term_memory`` is therefore off by default.
 
+    **Many users.** ``Memory`` hands a block no query bundle, so with ``users=`` the user is named
+    by ``user_id`` (a ``Memory`` usually belongs to one user's session), or per call by the
+    ``user_id`` keyword of ``Memory.aget(..., user_id=...)``, which wins.
+
     Args:
-        engine: a GRAVITY engine, or an :class:`~gravity_llamaindex.AnchorProvider`.
+        engine: a GRAVITY engine, or an :class:`~gravity_llamaindex.AnchorProvider`; not together
+            with ``users``.
+        users: the KBs of many users (:class:`~gravity_core.users.UserKBs`); not together with
+            ``engine``.
+        user_id: with ``users``, the user whose anchors the block serves (unless a call names one).
         name: the block's name, also its tag in the memory template.
         priority: ``Memory``'s truncation priority (0 = never truncated; the injection already fits
             the engine's token budget).
         **kwargs: other ``BaseMemoryBlock`` fields (``description``, ``accept_short_term_memory``).
 
+    Raises:
+        ConfigurationError: both or neither of ``engine`` and ``users``, or a ``user_id`` that
+            cannot name a user; at a call, with ``users``: no user named.
+
     Example:
         ```python
         memory = Memory.from_defaults(session_id="maya", memory_blocks=[GravityMemoryBlock(engine)])
+        block = GravityMemoryBlock(users=kbs, user_id="maya")
         ```
     """
 
@@ -59,24 +73,42 @@ class GravityMemoryBlock(BaseMemoryBlock[str]):
         default=False, description="GRAVITY ignores writes; the KB is built out of band."
     )
     _provider: AnchorProvider = PrivateAttr()
+    _user_id: str | None = PrivateAttr(default=None)
 
     def __init__(
-        self, engine: EngineLike, *, name: str = "gravity", priority: int = 0, **kwargs: Any
+        self,
+        engine: EngineLike | None = None,
+        *,
+        users: UserKBs | None = None,
+        user_id: str | None = None,
+        name: str = "gravity",
+        priority: int = 0,
+        **kwargs: Any,
     ) -> None:
+        provider = as_provider(engine, users=users)
+        if user_id is not None:
+            check_user_id(user_id)
         super().__init__(name=name, priority=priority, **kwargs)
-        self._provider = as_provider(engine)
+        self._provider = provider
+        self._user_id = user_id
 
     @property
     def provider(self) -> AnchorProvider:
         """Where the anchors come from."""
         return self._provider
 
+    @property
+    def user_id(self) -> str | None:
+        """The user served when a call names none (with ``users=``)."""
+        return self._user_id
+
     @dispatcher.span
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         question = latest_user_text(messages)
         if not question:
             return ""
-        return (await self._provider.aget(question)).text
+        user_id = block_kwargs.get("user_id", self._user_id)
+        return (await self._provider.aget(question, user_id=user_id)).text
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         logger.debug(

@@ -16,9 +16,10 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
+from gravity_core.users import UserKBs
 from gravity_llamaindex.escaping import escape_host_nodes
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
-from gravity_llamaindex.transform import question_date_of
+from gravity_llamaindex.transform import question_date_of, user_id_of
 
 __all__ = [
     "GRAVITY_METADATA_KEY",
@@ -51,12 +52,14 @@ def split_gravity_nodes(nodes: Sequence[NodeWithScore]) -> tuple[list[NodeWithSc
     return anchors, others
 
 
-def anchor_node(context: AnchorContext) -> NodeWithScore | None:
+def anchor_node(context: AnchorContext, *, user_id: str | None = None) -> NodeWithScore | None:
     """The marked node holding ``context.text``, or ``None`` when GRAVITY has nothing to inject.
 
-    Its metadata (the marker, the question, the anchors as ``kind:id``, the token count) is excluded
-    from both the LLM and the embedding view, so the synthesizer's ``{context_str}`` shows the
-    anchor text alone. Its id is derived from the question, so the same question gives the same node.
+    Its metadata (the marker, the question, the anchors as ``kind:id``, the token count and, when
+    given, ``gravity_user_id``: whose KB the anchors come from) is excluded from both the LLM and
+    the embedding view, so the synthesizer's ``{context_str}`` shows the anchor text alone. Its id
+    is derived from the question and the user, so the same question gives the same node, and two
+    users' anchor nodes for one question never share an id.
     """
     if not context.text:
         return None
@@ -66,7 +69,11 @@ def anchor_node(context: AnchorContext) -> NodeWithScore | None:
         "gravity_anchors": [f"{a.kind.value}:{a.id}" for a in context.anchors],
         "gravity_tokens": context.tokens,
     }
-    digest = hashlib.sha1(context.question.encode("utf-8")).hexdigest()[:16]
+    named = context.question
+    if user_id is not None:
+        metadata["gravity_user_id"] = user_id
+        named = f"{user_id}\n{context.question}"
+    digest = hashlib.sha1(named.encode("utf-8")).hexdigest()[:16]
     node = TextNode(
         id_=f"gravity-anchors-{digest}",
         text=context.text,
@@ -97,12 +104,21 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
 
     The question is dated by the query bundle when it is a
     :class:`~gravity_llamaindex.GravityQueryBundle`, else by ``question_date``, else by the provider's.
+    Built with ``users=``, it answers each query from the KB of the user the bundle names
+    (``GravityQueryBundle(q, user_id=...)``); a query that names no user is refused.
 
     Args:
-        engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components.
+        engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components;
+            not together with ``users``.
+        users: the KBs of many users (:class:`~gravity_core.users.UserKBs`); not together with
+            ``engine``.
         question_date: the date questions are asked (a date, a datetime or an ISO string;
             default: the provider's).
         callback_manager: LlamaIndex callback manager (legacy callbacks).
+
+    Raises:
+        ConfigurationError: both or neither of ``engine`` and ``users``; at a query: no query, or
+            (with ``users``) a query that names no user.
 
     Example:
         ```python
@@ -117,14 +133,16 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
 
     def __init__(
         self,
-        engine: EngineLike,
+        engine: EngineLike | None = None,
         *,
+        users: UserKBs | None = None,
         question_date: date | datetime | str | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         asked = as_question_date(question_date)
+        provider = as_provider(engine, users=users)
         super().__init__(callback_manager=callback_manager or CallbackManager())
-        self._provider = as_provider(engine)
+        self._provider = provider
         self._question_date = asked
 
     @classmethod
@@ -142,19 +160,22 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         """The date this postprocessor's questions are asked, unless the bundle says otherwise."""
         return self._question_date
 
-    def _question(self, query_bundle: QueryBundle | None) -> tuple[str, date | None]:
+    def _question(self, query_bundle: QueryBundle | None) -> tuple[QueryBundle, date | None]:
+        """The query and its date."""
         if query_bundle is None:
             raise ConfigurationError(
                 "GravityNodePostprocessor needs the query: pass query_bundle or query_str"
             )
         given = question_date_of(query_bundle)
-        return query_bundle.query_str, given if given is not None else self._question_date
+        return query_bundle, given if given is not None else self._question_date
 
     @staticmethod
-    def _prepend(context: AnchorContext, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+    def _prepend(
+        context: AnchorContext, nodes: list[NodeWithScore], user_id: str | None
+    ) -> list[NodeWithScore]:
         _, others = split_gravity_nodes(nodes)
         memories = escape_host_nodes(others)
-        node = anchor_node(context)
+        node = anchor_node(context, user_id=user_id)
         if node is None:
             logger.debug("no anchors for %r: only the memories, escaped", context.question)
             return memories
@@ -164,15 +185,19 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        question, asked = self._question(query_bundle)
-        return self._prepend(self._provider.get(question, question_date=asked), nodes)
+        bundle, asked = self._question(query_bundle)
+        provider = self._provider.for_user(user_id_of(bundle))
+        context = provider.get(bundle.query_str, question_date=asked)
+        return self._prepend(context, nodes, provider.user_id)
 
     @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        question, asked = self._question(query_bundle)
-        return self._prepend(await self._provider.aget(question, question_date=asked), nodes)
+        bundle, asked = self._question(query_bundle)
+        provider = await self._provider.afor_user(user_id_of(bundle))
+        context = await provider.aget(bundle.query_str, question_date=asked)
+        return self._prepend(context, nodes, provider.user_id)
 
 
 class KeepGravityFirst(BaseNodePostprocessor):

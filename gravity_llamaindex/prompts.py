@@ -140,18 +140,29 @@ def gravity_qa_template(engine: EngineLike, template: str = GRAVITY_QA_TEMPLATE_
     synchronously, so in ``aquery`` the engine runs on the event loop (a few milliseconds) unless a
     component sharing the provider (fusion retriever, postprocessor) already answered the question.
 
+    LlamaIndex formats the template with ``query_str`` and ``context_str`` only, never the query
+    bundle, so the template cannot tell users apart: for a query engine serving many users, put
+    ``GravityNodePostprocessor(users=...)`` in ``node_postprocessors`` instead.
+
     Args:
         engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components.
         template: your own template text; it must contain ``{gravity_anchors}``, ``{context_str}``
             and ``{query_str}``.
 
     Raises:
-        ConfigurationError: a variable is missing from ``template``.
+        ConfigurationError: a variable is missing from ``template``, or ``engine`` is a provider
+            of many users (``AnchorProvider(users=...)``).
     """
+    provider = as_provider(engine)
+    if provider.users is not None:
+        raise ConfigurationError(
+            "the QA template is formatted without the query bundle, so it cannot tell users apart: "
+            "with users=, put GravityNodePostprocessor(users=...) in node_postprocessors instead"
+        )
     prompt = PromptTemplate(
         template,
         prompt_type=PromptType.QUESTION_ANSWER,
-        function_mappings={ANCHORS_VAR: _AnchorsSlot(as_provider(engine)), CONTEXT_VAR: escaped_context},
+        function_mappings={ANCHORS_VAR: _AnchorsSlot(provider), CONTEXT_VAR: escaped_context},
     )
     missing = {ANCHORS_VAR, CONTEXT_VAR, "query_str"} - set(prompt.template_vars)
     if missing:
