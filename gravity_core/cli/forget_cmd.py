@@ -24,6 +24,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
 from gravity_core.providers import embedder_from_name, load_embedder
+from gravity_core.query.question_date import parse_iso_moment
 from gravity_core.schema import BuildInfo
 from gravity_core.store import AnchorStore
 
@@ -45,16 +46,10 @@ def parse_before(value: str) -> date | datetime:
         ConfigurationError: anything else, or a datetime without a zone (the message names
             ``--before`` and the forms expected).
     """
-    text = value.strip()
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigurationError(f"--before {value!r}: expected {_BEFORE_FORMS}") from None
-    if moment.tzinfo is None:
+    moment = parse_iso_moment(value)
+    if moment is None:
+        raise ConfigurationError(f"--before {value!r}: expected {_BEFORE_FORMS}")
+    if isinstance(moment, datetime) and moment.tzinfo is None:
         raise ConfigurationError(f"--before {value!r} has no timezone: expected {_BEFORE_FORMS}")
     return moment
 

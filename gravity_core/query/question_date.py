@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from gravity_core.errors import ConfigurationError
 
-__all__ = ["QUESTION_DATE_KEY", "as_question_date"]
+__all__ = ["QUESTION_DATE_KEY", "as_question_date", "parse_iso_moment"]
 
 QUESTION_DATE_KEY = "question_date"
 """The name under which both integrations take a question date (argument, configurable, metadata)."""
@@ -28,15 +28,22 @@ def as_question_date(value: object, argument: str = QUESTION_DATE_KEY) -> date |
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, str):
-        text = value.strip()
-        try:
-            return date.fromisoformat(text)
-        except ValueError:
-            pass
-        try:
-            return datetime.fromisoformat(text).date()
-        except ValueError:
-            pass
+        parsed = parse_iso_moment(value)
+        if parsed is not None:
+            return parsed.date() if isinstance(parsed, datetime) else parsed
     raise ConfigurationError(
         f"{argument} must be a date, a datetime or an ISO date string such as '2024-06-01'; got {value!r}"
     )
+
+
+def parse_iso_moment(text: str) -> date | datetime | None:
+    """``text`` (spaces around it ignored) as an ISO date, else an ISO datetime, else ``None``."""
+    text = text.strip()
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
