@@ -170,7 +170,8 @@ class UserKBs:
         return report
 
     def delete(self, user_id: str) -> bool:
-        """Delete the user's whole KB folder (a user who asks to be forgotten entirely).
+        """Delete the user's whole KB folder (a user who asks to be forgotten entirely), and the
+        user's Chroma collections when the index is a ``ChromaAnchorIndex``.
 
         Takes the folder's writer lock first, so no build of the user is cut off half-way.
         Returns whether there was a folder.
@@ -178,6 +179,10 @@ class UserKBs:
         folder = self.folder(user_id)
         with self._lock:
             self._engines.pop(user_id, None)
+        if self._index is not None:  # the user's Chroma rows go with the folder
+            index = self._index(user_id)
+            if isinstance(index, ChromaAnchorIndex):
+                index.drop()
         if not folder.exists():
             return False
         with os_errors(folder):

@@ -233,6 +233,22 @@ def test_fifty_users_on_embedded_chroma_never_see_each_others_memories(tmp_path:
     _chroma_isolation(chroma_users(tmp_path / "users", nlp, client), client)
 
 
+def test_deleting_a_user_drops_their_chroma_collections_only(tmp_path: Path, nlp: Any) -> None:
+    chromadb = pytest.importorskip("chromadb")
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    kbs = chroma_users(tmp_path / "users", nlp, client)
+    for n in (1, 2):
+        kbs.add(f"user{n}", user_chat(n))
+        kbs.query(f"user{n}", QUESTIONS[0])  # the engine syncs the user's collections
+    names = {c.name for c in client.list_collections()}
+    assert any("user1" in name for name in names) and any("user2" in name for name in names)
+    kbs.delete("user1")
+    left = {c.name for c in client.list_collections()}
+    assert not any("user1" in name for name in left)
+    assert {name for name in names if "user2" in name} <= left
+    assert "Wombat2" in kbs.query("user2", QUESTIONS[0]).text
+
+
 @pytest.mark.server
 def test_fifty_users_on_a_chroma_server_never_see_each_others_memories(
     tmp_path: Path, nlp: Any, chroma_server: tuple[str, int]

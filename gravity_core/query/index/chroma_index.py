@@ -360,6 +360,19 @@ class ChromaAnchorIndex:
         )
         return len(changed), len(gone), rebuilt
 
+    def drop(self) -> None:
+        """Delete the KB's collections (every kind), e.g. when its user's KB is deleted.
+
+        Raises:
+            ProviderError: the Chroma server failed (the message names its URL).
+            AnchorStoreError: the local Chroma database failed.
+        """
+        for kind in AnchorKind:
+            name = self._names[kind]
+            self._endpoint.call(f"delete collection {name}", partial(self._delete_collection, name))
+            self._collections.pop(kind, None)
+        logger.info("chroma collections of KB %r deleted", self._kb_name)
+
     def _delete_collection(self, name: str) -> None:
         from chromadb.errors import NotFoundError
 
