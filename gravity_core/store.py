@@ -557,7 +557,8 @@ class AnchorStore:
             self._write_manifest(generation, loaded.kb, loaded.vectors.embedder, self._generations())
             logger.warning("rolled %s back to generation %d", self.directory, generation)
             return generation
-        raise AnchorStoreError("no earlier generation loads", path=str(self.directory))
+        why = f" (generation {start} is a forget's: the generations before it were deleted)" if start else ""
+        raise AnchorStoreError(f"no earlier generation loads{why}", path=str(self.directory))
 
     # -- reading -----------------------------------------------------------------------------
 

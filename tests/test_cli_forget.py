@@ -235,7 +235,10 @@ def test_rollback_cannot_bring_the_session_back(
     shutil.copytree(session_forgotten[0], kb_dir)
     generation = AnchorStore(kb_dir).current_generation()
     line = error_line(["build", "-o", str(kb_dir), "--rollback"], capsys)
-    assert "no earlier generation" in line
+    assert (
+        f"no earlier generation loads (generation {generation} is a forget's: the generations before it were deleted)"
+        in line
+    )
     assert AnchorStore(kb_dir).current_generation() == generation
     assert FORGOTTEN not in stored(kb_dir).sessions()
 
@@ -309,7 +312,7 @@ def test_llm_kb_needs_its_model_and_drops_the_forgotten_answers(
     assert len(cached) == 2
     err = run_ok(["forget", str(kb_dir), "--session", "s2", "--extractor", "llm", "--model", model], capsys)
     assert "forgot 1 utterance(s) (1 remain); entities 2 -> 1" in err
-    assert "1 cached model answer(s) removed" in err
+    assert "1 cached file(s) of the old build removed" in err
     kb = stored(kb_dir)
     assert list(kb.utterances) == ["s1:1"] and [e.name for e in kb.entities.values()] == ["Maya"]
     assert len([p for p in AnchorStore(kb_dir).cache_dir.rglob("*") if p.is_file()]) == 1

@@ -116,7 +116,7 @@ def _summary(kb_dir: Path, report: ForgetReport) -> str:
         f"generation {report.generation} (earlier generations deleted)"
     )
     if report.cache_entries_removed:
-        line += f"; {report.cache_entries_removed} cached model answer(s) removed"
+        line += f"; {report.cache_entries_removed} cached file(s) of the old build removed"
     return line
 
 
