@@ -14,12 +14,20 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import secrets
+import struct
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["new_temp_dir", "new_temp_file", "write_all", "write_npy"]
+__all__ = ["new_temp_dir", "new_temp_file", "read_npy", "write_all", "write_npy"]
+
+# The header ``np.lib.format`` writes: keys sorted, a Python dict literal.
+_NPY_HEADER = re.compile(
+    r"^\{'descr': '(?P<descr>[<>|=][a-zA-Z]\d*)', 'fortran_order': (?P<fortran>True|False), "
+    r"'shape': \((?P<shape>(?:\d+, ?)*\d*)\), \}\s*$"
+)
 
 _TRIES = 100
 
@@ -72,3 +80,42 @@ def write_npy(fd: int, array: np.ndarray, path: str | os.PathLike[str] | None = 
     np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
     write_all(fd, header.getvalue(), path)
     write_all(fd, array.reshape(-1).view(np.uint8).data, path)
+
+
+def read_npy(raw: bytes) -> np.ndarray:
+    """The array of an ``.npy`` file's bytes, read in place (read-only, no copy; never unpickles).
+
+    The header is read with a pattern, not numpy's reader: that one calls ``ast.literal_eval``,
+    which CPython 3.11 can fail with ``SystemError: AST constructor recursion depth mismatch`` when
+    threads parse at once (python/cpython#106905), and a service loads many users' KBs from threads.
+    A header of another shape is left to numpy.
+
+    Raises:
+        ValueError: not an ``.npy`` file, or an object array (that would need pickle).
+    """
+    if raw[:6] != b"\x93NUMPY" or len(raw) < 10:
+        raise ValueError("not an .npy file (no magic string)")
+    major = raw[6]
+    size_bytes = 2 if major == 1 else 4
+    (length,) = struct.unpack("<H" if size_bytes == 2 else "<I", raw[8 : 8 + size_bytes])
+    start = 8 + size_bytes
+    header = raw[start : start + length].decode("latin1")
+    match = _NPY_HEADER.match(header)
+    if match is not None:
+        dtype = np.dtype(match["descr"])
+        shape = tuple(int(n) for n in match["shape"].replace(" ", "").split(",") if n)
+        fortran = match["fortran"] == "True"
+        offset = start + length
+    else:
+        buffer = io.BytesIO(raw)
+        version = np.lib.format.read_magic(buffer)
+        reader = (
+            np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        )
+        shape, fortran, dtype = reader(buffer)
+        offset = buffer.tell()
+    if dtype.hasobject:
+        raise ValueError("object arrays are not allowed (they would need pickle)")
+    count = int(np.prod(shape, dtype=np.int64))
+    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=offset)
+    return flat.reshape(shape, order="F" if fortran else "C")

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import io
 import json
 import logging
 import os
@@ -55,7 +54,7 @@ from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import new_temp_file, write_all, write_npy
+from gravity_core.files import new_temp_file, read_npy, write_all, write_npy
 from gravity_core.generation_dirs import (
     MARKER,
     WRITER_LOCK,
@@ -739,7 +738,7 @@ class AnchorStore:
                 path = folder / f"vectors-{kind}.npy"
                 raw = self._read_bytes(path, check)
                 try:
-                    matrix = _npy_view(raw)
+                    matrix = read_npy(raw)
                 except (OSError, ValueError, EOFError) as exc:
                     raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
                 if matrix.shape[0] != len(entry["ids"]):
@@ -859,22 +858,3 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     return f"{loc}: {err['msg']}"
-
-
-def _npy_view(raw: bytes) -> np.ndarray:
-    """The array of an ``.npy`` file's bytes, read in place (read-only, no copy; never unpickles).
-
-    ``np.load`` of the same bytes would copy them, so a large KB would briefly take its vectors'
-    size twice more in memory.
-    """
-    buffer = io.BytesIO(raw)
-    version = np.lib.format.read_magic(buffer)
-    if version == (1, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(buffer)
-    else:
-        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(buffer)
-    if dtype.hasobject:
-        raise ValueError("object arrays are not allowed (they would need pickle)")
-    count = int(np.prod(shape, dtype=np.int64))
-    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=buffer.tell())
-    return flat.reshape(shape, order="F" if fortran_order else "C")

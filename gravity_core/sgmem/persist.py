@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import write_npy
+from gravity_core.files import read_npy, write_npy
 from gravity_core.generation_dirs import (
     WRITER_LOCK,
     check_output_folder,
@@ -236,7 +236,7 @@ def _load(folder: Path) -> SGMemState:
 
 def _read_array(path: Path) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
+        return np.array(read_npy(path.read_bytes()))  # a writable copy, as np.load gives
     except FileNotFoundError as exc:
         raise AnchorStoreError("file missing", path=str(path)) from exc
     except (OSError, ValueError, EOFError) as exc:
