@@ -37,6 +37,7 @@ __all__ = [
     "NeutralMessage",
     "build_kb_from_utterances",
     "forget_utterances",
+    "forgetting_time",
     "normalize_role",
     "renamed_arguments",
     "utterances_from_neutral_messages",
@@ -368,6 +369,17 @@ def _open_builder(
         parses = parse_cache_of(store.cache_dir) if store is not None else None
         extractor = OfflineExtractor(embedder, parses=parses)
     return AnchorBuilder(extractor, embedder, batch_size=batch_size, store=store)
+
+
+# Safe for any message: an utterance's id comes from the message's id or its session and place in
+# it, never from a time, and a forget uses nothing but ids (and checks speaker, text, session).
+_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def forgetting_time(default_time: datetime | date | None) -> datetime | date:
+    """The ``default_time`` to read messages with when they are only forgotten: the one given, else a
+    placeholder, so forgetting does not demand the time the build was given."""
+    return default_time if default_time is not None else _ANY_TIME
 
 
 def forget_utterances(

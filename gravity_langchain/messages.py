@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
@@ -35,6 +35,7 @@ from gravity_core.messages import (
     NeutralMessage,
     build_kb_from_utterances,
     forget_utterances,
+    forgetting_time,
     renamed_arguments,
     utterances_from_neutral_messages,
 )
@@ -54,11 +55,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_ROLES: Mapping[str, str] = DEFAULT_SPEAKERS
 """The old name of :data:`gravity_core.messages.DEFAULT_SPEAKERS` (speaker names by role)."""
-
-# The time given to messages without one when they are only forgotten. Safe: an utterance's id
-# comes from the message's id or its session and place in it, never from a time, and a forget uses
-# nothing but the ids; so forgetting does not demand the default_time the build was given.
-_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 # Subclasses (AIMessageChunk, HumanMessageChunk, ...) have their own ``type``: read the class.
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
@@ -251,7 +247,7 @@ def forget_messages(
     utterances = utterances_from_messages(
         messages,
         session=session,
-        default_time=default_time if default_time is not None else _ANY_TIME,
+        default_time=forgetting_time(default_time),
         speakers=speakers,
     )
     return forget_utterances(

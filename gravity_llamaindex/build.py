@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -21,6 +21,7 @@ from gravity_core.messages import (
     RENAMED_ARGUMENTS,
     build_kb_from_utterances,
     forget_utterances,
+    forgetting_time,
     renamed_arguments,
 )
 from gravity_llamaindex.embeddings import as_gravity_embedder
@@ -31,11 +32,6 @@ __all__ = ["build_kb_from_chat_messages", "forget_chat_messages"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-
-# The time given to messages without one when they are only forgotten. Safe: an utterance's id
-# comes from the message's "id" or its session and place in it, never from a time, and a forget
-# uses nothing but the ids; so forgetting does not demand the default_time the build was given.
-_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @renamed_arguments(**RENAMED_ARGUMENTS)  # outside the span, which binds the signature first
@@ -146,7 +142,7 @@ def forget_chat_messages(
     utterances = utterances_from_chat_messages(
         messages,
         session=session,
-        default_time=default_time if default_time is not None else _ANY_TIME,
+        default_time=forgetting_time(default_time),
         speakers=speakers,
     )
     return forget_utterances(
