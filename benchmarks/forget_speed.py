@@ -4,10 +4,11 @@ For each of a few sessions of the benchmark's conversation (the first, middle an
 every ``forget_every``-th; sides alternating), it times:
 
 - ``forget``: open a saved KB of the whole conversation (a copy, untimed), then
-  ``AnchorBuilder(OfflineExtractor(MiniLM, parses=...), MiniLM, store).forget(ForgetRequest(sessions=(s,)))``,
-  which rebuilds from the remaining turns reusing the stored vectors and the parses kept under the
-  KB's ``cache/parses`` (as ``gravity build`` keeps them), saves one generation and deletes the
-  older ones;
+  ``AnchorBuilder(OfflineExtractor.kept_in(store.cache_dir, MiniLM), MiniLM, store).forget(...)``,
+  which rebuilds from the remaining turns reusing the stored vectors, the parses kept under the
+  KB's ``cache/parses`` and the answers to the batches before the forgotten session kept under
+  ``cache/updates`` (as ``gravity build`` keeps them), saves one generation and deletes the older
+  ones;
 - ``rebuild``: build the remaining turns from scratch into a fresh folder, as ``gravity build``
   does (what a forget would cost without one).
 
@@ -26,7 +27,7 @@ from benchmarks.common import BenchSettings, CountingEmbedder, Result, profile_t
 from benchmarks.workspace import Workspace
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings.base import Embedder
-from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
+from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
@@ -122,8 +123,9 @@ def _chosen(sessions: list[str], every: int) -> list[str]:
 
 
 def _extractor(embedder: Embedder, store: AnchorStore, workspace: Workspace) -> OfflineExtractor:
-    """The offline extractor as ``gravity build`` and ``gravity forget`` make it (parses kept in the KB)."""
-    return OfflineExtractor(embedder, pipeline=workspace.nlp, parses=parse_cache_of(store.cache_dir))
+    """The offline extractor as ``gravity build`` and ``gravity forget`` make it (parses and answers
+    kept in the KB)."""
+    return OfflineExtractor.kept_in(store.cache_dir, embedder, pipeline=workspace.nlp)
 
 
 def _build(turns: list[Utterance], folder: Path, workspace: Workspace) -> None:

@@ -364,10 +364,12 @@ def _open_builder(
         cache = ResponseCache(store.cache_dir) if store is not None else None
         extractor = LLMExtractor(chat_model, fused=True, cache=cache)
     elif extractor is None:
-        from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
+        from gravity_core.extract.offline import OfflineExtractor
 
-        parses = parse_cache_of(store.cache_dir) if store is not None else None
-        extractor = OfflineExtractor(embedder, parses=parses)
+        if store is not None:
+            extractor = OfflineExtractor.kept_in(store.cache_dir, embedder)
+        else:
+            extractor = OfflineExtractor(embedder)
     return AnchorBuilder(extractor, embedder, batch_size=batch_size, store=store)
 
 

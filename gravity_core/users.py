@@ -263,11 +263,11 @@ class UserKBs:
 
     def _offline_extractor(self, embedder: Embedder, store: AnchorStore) -> Extractor:
         """The offline extractor, all users' builds sharing one loaded spaCy pipeline; the user's
-        parses are kept in their own KB folder."""
-        from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
+        parses and answers are kept in their own KB folder."""
+        from gravity_core.extract.offline import OfflineExtractor
         from gravity_core.nlp import load_pipeline
 
         with self._nlp_lock:
             if self._nlp is None:
                 self._nlp = load_pipeline()
-        return OfflineExtractor(embedder, pipeline=self._nlp, parses=parse_cache_of(store.cache_dir))
+        return OfflineExtractor.kept_in(store.cache_dir, embedder, pipeline=self._nlp)

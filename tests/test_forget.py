@@ -22,7 +22,7 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError, ProviderError
 from gravity_core.eval.datasets import load_locomo_eval
 from gravity_core.extract.llm import LLMExtractor
-from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
+from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.forget import ForgetRequest
 from gravity_core.generation_dirs import generation_folder
 from gravity_core.llm.base import Message
@@ -51,10 +51,15 @@ def assert_same_vectors(got: AnchorVectors, want: AnchorVectors) -> None:
 
 
 def offline_builder(nlp: Any, store: AnchorStore | None = None) -> AnchorBuilder:
-    """With a store, parses are kept in its cache/ (as ``gravity build`` keeps them): a forget then
-    reads the unchanged batches' parses, and must still equal a build that parsed everything."""
-    parses = parse_cache_of(store.cache_dir) if store is not None else None
-    return AnchorBuilder(OfflineExtractor(EMBEDDER, pipeline=nlp, parses=parses), EMBEDDER, store=store)
+    """With a store, parses and answers are kept in its cache/ (as ``gravity build`` keeps them): a
+    forget then reads the unchanged batches' parses and replays the answers to the batches before
+    the first one it changed, and must still equal a build that extracted everything."""
+    extractor = (
+        OfflineExtractor.kept_in(store.cache_dir, EMBEDDER, pipeline=nlp)
+        if store is not None
+        else OfflineExtractor(EMBEDDER, pipeline=nlp)
+    )
+    return AnchorBuilder(extractor, EMBEDDER, store=store)
 
 
 def requests(utterances: Sequence[Utterance]) -> st.SearchStrategy[ForgetRequest]:
@@ -149,6 +154,59 @@ def test_forget_on_a_locomo_conversation_is_the_build_without_it(
 ) -> None:
     request = data.draw(requests(locomo))
     check_forget_is_build_without(nlp, locomo, locomo_kb, request, tmp_path)
+
+
+def sessions_extracted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The session of each batch the offline extractor really extracts (not replayed from its cache)."""
+    seen: list[str] = []
+    extract = OfflineExtractor._extract
+
+    def recording(self: OfflineExtractor, batch: Sequence[Utterance], kb: KnowledgeBase) -> Any:
+        seen.append(batch[0].session)
+        return extract(self, batch, kb)
+
+    monkeypatch.setattr(OfflineExtractor, "_extract", recording)
+    return seen
+
+
+def test_a_forget_extracts_again_only_from_the_first_batch_it_changed(
+    nlp: Any, sample: list[Utterance], sample_kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions = list(dict.fromkeys(u.session for u in sample))
+    assert len(sessions) >= 3
+    for forgotten in (sessions[-1], sessions[1]):
+        extracted = sessions_extracted(monkeypatch)
+        check_forget_is_build_without(
+            nlp, sample, sample_kb, ForgetRequest(sessions=(forgotten,)), tmp_path / forgotten
+        )
+        later = sessions[sessions.index(forgotten) + 1 :]
+        # The reference (no cache) extracts every remaining session; the forget only the later ones.
+        remaining = [s for s in sessions if s != forgotten]
+        assert sorted(extracted) == sorted(remaining + later)
+
+
+def test_answers_on_a_kb_of_unknown_lineage_are_neither_kept_nor_replayed(
+    nlp: Any, sample: list[Utterance], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KB saved before lineages were kept: what state a batch met cannot be told, so its answer
+    is not kept; a forget rebuilds from empty, which has a lineage again."""
+    sessions = list(dict.fromkeys(u.session for u in sample))
+    store = AnchorStore(tmp_path / "old")
+    offline_builder(nlp, store).add([u for u in sample if u.session != sessions[-1]])
+    loaded = store.load()
+    loaded.kb.build.lineage = ""
+    store.save(loaded.kb, loaded.vectors)
+    updates = store.cache_dir / "updates"
+    kept = sorted(updates.rglob("*.json"))
+    extracted = sessions_extracted(monkeypatch)
+    builder = offline_builder(nlp, AnchorStore(tmp_path / "old"))
+    builder.add([u for u in sample if u.session == sessions[-1]])
+    assert extracted == [sessions[-1]]
+    assert builder.kb.build.lineage == ""
+    assert sorted(updates.rglob("*.json")) == kept
+    builder.forget(ForgetRequest(sessions=(sessions[-1],)))
+    assert builder.kb.build.lineage
+    assert extracted == [sessions[-1]]  # the rest replayed: answers of a build from empty
 
 
 # -- nothing of it left on disk ----------------------------------------------------------------

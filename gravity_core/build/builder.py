@@ -25,6 +25,7 @@ from gravity_core.file_cache import prune_folder
 from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.journal import JournalEncoder
 from gravity_core.kb_changes import KBChanges
+from gravity_core.lineage import lineage_of, next_lineage
 from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
 from gravity_core.store import AnchorStore
 
@@ -344,6 +345,7 @@ class AnchorBuilder:
         for number, failed in enumerate(pending, start=1):
             batch = self._utterances_of(failed)
             report.batches += 1
+            lineage = lineage_of(self.kb)
             try:
                 outcome = self._extract(batch, report)
             except ProviderError:
@@ -359,6 +361,9 @@ class AnchorBuilder:
                 self._merge(outcome, batch, report)
                 report.recovered_batches += 1
                 logger.info("failed batch %s recovered", batch_label(failed.utterance_ids))
+                # Only a recovery changes what later batches meet: a batch failing again leaves the KB
+                # as it was, so a retry resumed after a crash ends with the lineage of one uninterrupted.
+                self.kb.build.lineage = next_lineage(lineage, batch, outcome)
             done += len(batch)
             if progress:
                 progress(done, total)
@@ -442,16 +447,18 @@ class AnchorBuilder:
 
     def _run_batch(self, batch: list[Utterance], report: BuildReport) -> None:
         report.batches += 1
+        lineage = lineage_of(self.kb)
         outcome = self._extract(batch, report)
         if isinstance(outcome, FailedBatch):
             for utterance in batch:
                 self.kb.utterances[utterance.id] = utterance
             self._changes.note("utterances", (u.id for u in batch))
-            self._changes.build = True
             self.kb.build.failed_batches.append(outcome)
             report.failed_batches += 1
-            return
-        self._merge(outcome, batch, report)
+        else:
+            self._merge(outcome, batch, report)
+        self.kb.build.lineage = next_lineage(lineage, batch, outcome)
+        self._changes.build = True
 
     def _extract(self, batch: list[Utterance], report: BuildReport) -> AnchorUpdate | FailedBatch:
         """The batch's observations, or the record of its failure (the KB is not touched)."""

@@ -53,9 +53,9 @@ def _extractor(
     chat: ChatModel | None, fused: bool, store: AnchorStore, embedder: Embedder, max_concurrency: int
 ) -> Extractor:
     if chat is None:
-        from gravity_core.extract.offline import OfflineExtractor, parse_cache_of
+        from gravity_core.extract.offline import OfflineExtractor
 
-        return OfflineExtractor(embedder, parses=parse_cache_of(store.cache_dir))
+        return OfflineExtractor.kept_in(store.cache_dir, embedder)
     from gravity_core.extract.llm import LLMExtractor
     from gravity_core.llm.cache import ResponseCache
 

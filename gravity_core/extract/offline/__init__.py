@@ -19,10 +19,12 @@ from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.offline.entities import entity_names, extract_entities
 from gravity_core.extract.offline.events import extract_events
 from gravity_core.extract.offline.parse_cache import PARSES, ParseCache
-from gravity_core.extract.offline.parsing import noun_phrases, parse_batch
+from gravity_core.extract.offline.parsing import noun_phrases, parse_batch, parsed_texts
 from gravity_core.extract.offline.summaries import summarize_batch
 from gravity_core.extract.offline.topics import TopicExtractor
+from gravity_core.extract.update_cache import UPDATES, UpdateCache
 from gravity_core.file_cache import RecordedFiles
+from gravity_core.lineage import batch_key
 from gravity_core.nlp import load_pipeline, pipeline_id
 from gravity_core.schema import AnchorUpdate, EntityType, KnowledgeBase, Utterance
 
@@ -44,17 +46,39 @@ class OfflineExtractor:
             first use.
         parses: where parsed batches are kept (a KB's ``cache/parses``: :func:`parse_cache_of`), so a
             rebuild after a forget parses only the batches it changed.
+        updates: where the answers to batches are kept (a KB's ``cache/updates``), so a rebuild
+            after a forget extracts only the batches after the first one it changed.
+
+    :meth:`kept_in` makes one with both caches in a KB's cache folder, as ``gravity build`` does.
     """
 
     def __init__(
-        self, embedder: Embedder, *, pipeline: str | Any | None = None, parses: ParseCache | None = None
+        self,
+        embedder: Embedder,
+        *,
+        pipeline: str | Any | None = None,
+        parses: ParseCache | None = None,
+        updates: UpdateCache | None = None,
     ) -> None:
         self.parses = parses
+        self.updates = updates
         self._topics = TopicExtractor(embedder)
         self._embedder_name = embedder.name
         named = pipeline is None or isinstance(pipeline, str)
         self._pipeline_name: str | None = pipeline if named else None
         self._nlp: Any | None = None if named else pipeline
+
+    @classmethod
+    def kept_in(
+        cls, cache_dir: str | os.PathLike[str], embedder: Embedder, *, pipeline: str | Any | None = None
+    ) -> OfflineExtractor:
+        """An extractor keeping parses and answers in a KB's cache folder (``AnchorStore.cache_dir``)."""
+        return cls(
+            embedder,
+            pipeline=pipeline,
+            parses=parse_cache_of(cache_dir),
+            updates=UpdateCache(Path(cache_dir) / UPDATES),
+        )
 
     @property
     def name(self) -> str:
@@ -69,8 +93,8 @@ class OfflineExtractor:
         return self._nlp
 
     def caches(self) -> list[RecordedFiles]:
-        """The file caches a forget prunes: the parse cache, if any."""
-        return [self.parses] if self.parses is not None else []
+        """The file caches a forget prunes: the parse and update caches it has."""
+        return [cache for cache in (self.parses, self.updates) if cache is not None]
 
     @property
     def turn_embedder(self) -> str:
@@ -83,6 +107,19 @@ class OfflineExtractor:
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         """Entities, events and topics found in ``batch``, plus its extractive summary (+Sum baseline)."""
+        key = batch_key(kb, self.name, batch) if self.updates is not None else None
+        if key is not None and self.updates is not None:
+            kept = self.updates.get(key)
+            if kept is not None:
+                if self.parses is not None:
+                    self.parses.keep(pipeline_id(self.nlp), parsed_texts(batch))
+                return kept
+        update = self._extract(batch, kb)
+        if key is not None and self.updates is not None:
+            self.updates.put(key, update)
+        return update
+
+    def _extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         turns = parse_batch(self.nlp, batch, self.parses, pipeline_id(self.nlp) if self.parses else "")
         entities = extract_entities(turns, kb)
         people = entity_names(entities, EntityType.PERSON, EntityType.PET)

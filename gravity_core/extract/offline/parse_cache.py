@@ -57,6 +57,13 @@ class ParseCache(RecordedFiles):
         self.note(path)
         return docs
 
+    def keep(self, pipeline: str, texts: Sequence[str]) -> None:
+        """Record the batch's entry as used without reading it (its answer was replayed), so a forget
+        keeps it for a later rebuild that has to extract the batch again."""
+        path = self.entry_path(_key(pipeline, texts))
+        if path.is_file():
+            self.note(path)
+
     def put(self, pipeline: str, texts: Sequence[str], docs: Sequence[Any]) -> None:
         """Keep the docs of a freshly parsed batch (before anything changes them)."""
         path = self.entry_path(_key(pipeline, texts))

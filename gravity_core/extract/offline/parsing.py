@@ -11,7 +11,7 @@ from gravity_core.extract.offline.text import normalize_quotes
 from gravity_core.schema import Utterance
 from gravity_core.temporal import TimeMention, find_time_expressions
 
-__all__ = ["ParsedTurn", "noun_phrases", "parse_batch"]
+__all__ = ["ParsedTurn", "noun_phrases", "parse_batch", "parsed_texts"]
 
 _BATCH = 64
 _PHRASE_DROPS = frozenset({"det", "poss", "predet", "punct", "case", "nummod", "quantmod"})
@@ -31,12 +31,17 @@ class ParsedTurn:
         return [m for m in self.times if start <= m.start < end]
 
 
+def parsed_texts(batch: Sequence[Utterance]) -> list[str]:
+    """The texts of ``batch`` as they are parsed (and as the parse cache knows them)."""
+    return [normalize_quotes(u.text) for u in batch]
+
+
 def parse_batch(
     nlp: Any, batch: Sequence[Utterance], cache: ParseCache | None = None, pipeline: str = ""
 ) -> list[ParsedTurn]:
     """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass (or read the parses from
     ``cache``, kept under the pipeline's id ``pipeline``)."""
-    texts = [normalize_quotes(u.text) for u in batch]
+    texts = parsed_texts(batch)
     docs = cache.get(nlp, pipeline, texts) if cache is not None else None
     if docs is None:
         docs = list(nlp.pipe(texts, batch_size=_BATCH))
