@@ -19,7 +19,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks import build_cost, build_speed, fanout, forget_speed, long_build, memory, query_overhead
+from benchmarks import (
+    build_cost,
+    build_speed,
+    fanout,
+    forget_speed,
+    long_build,
+    many_users,
+    memory,
+    query_overhead,
+)
 from benchmarks.common import DEFAULT_LOCOMO, REPO_ROOT, BenchSettings, Result, format_result, write_result
 from benchmarks.report import load_results, markdown_table
 from benchmarks.workspace import Workspace
@@ -39,6 +48,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "memory": memory.run,
     "long_build": long_build.run,
     "forget": forget_speed.run,
+    "many_users": many_users.run,
 }
 
 

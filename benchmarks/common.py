@@ -82,6 +82,9 @@ class BenchSettings:
         forget_every: the forget benchmark forgets every ``forget_every``-th session (and the first,
             middle and last ones).
         forget_repeats: alternated repetitions of forget and rebuild per session.
+        many_users: synthetic users of the many-users benchmark.
+        many_user_turns: utterances of each of those users' conversations.
+        many_workers: worker processes of its process-pool sides (the first is the baseline).
         profile: profile a side that misses its target.
     """
 
@@ -103,6 +106,9 @@ class BenchSettings:
     seed: int = 0
     forget_every: int = 6
     forget_repeats: int = 1
+    many_users: int = 16
+    many_user_turns: int = 60
+    many_workers: tuple[int, ...] = (1, 2, 4)
     profile: bool = True
 
     @classmethod
@@ -123,6 +129,9 @@ class BenchSettings:
             memory_queries=3,
             long_build_sizes=(60, 240),
             forget_every=100,
+            many_users=4,
+            many_user_turns=12,
+            many_workers=(1, 2),
         )
 
 

@@ -18,6 +18,7 @@ LABELS = {
     "memory": "6. Memory",
     "long_build": "7. Long build",
     "forget": "8. Forget",
+    "many_users": "9. Many users",
 }
 ORDER = tuple(LABELS)
 

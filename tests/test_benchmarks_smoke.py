@@ -8,7 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import build_cost, build_speed, fanout, forget_speed, long_build, memory, query_overhead
+from benchmarks import (
+    build_cost,
+    build_speed,
+    fanout,
+    forget_speed,
+    long_build,
+    many_users,
+    memory,
+    query_overhead,
+)
 from benchmarks.__main__ import run_all
 from benchmarks.common import (
     BenchSettings,
@@ -122,6 +131,22 @@ def test_forget_reports_forget_against_rebuild_and_that_both_give_one_kb(workspa
     assert result.figures["forgotten_sessions"] == list(dict.fromkeys(ends))
     assert set(result.figures["forget_equals_rebuild"].values()) == {True}
     assert [r["target"] for r in result.ratios] == [forget_speed.FORGET_TARGET]
+
+
+def test_many_users_reports_throughput_per_worker_count_and_one_kb_per_user(workspace: Workspace) -> None:
+    result = many_users.run(workspace.settings, workspace)
+    _check(result, sides={"pool-1", "pool-2", "dask-2"})
+    sides = result.figures["sides"]
+    assert set(sides) == {"pool-1", "pool-2", "dask-2"}
+    for side, figures in sides.items():
+        assert figures["failed"] == [] and figures["same_kbs_as_pool-1"] is True, side
+        assert figures["worker_processes"] == (1 if side == "pool-1" else 2), side
+        assert figures["peak_rss_mb_per_worker"] > 0
+    assert [r["name"] for r in result.ratios] == [
+        "throughput pool-2 / pool-1",
+        "throughput dask-2 / pool-1",
+        "peak RSS per worker (MB)",
+    ]
 
 
 def test_long_build_schedule_spreads_the_small_sizes_between_the_large() -> None:

@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from gravity_core.cli import build_cmd, eval_cmd, forget_cmd, query_cmd, sgmem_cmd, show_cmd, stats_cmd
+from gravity_core.cli import (
+    build_cmd,
+    build_users_cmd,
+    eval_cmd,
+    forget_cmd,
+    query_cmd,
+    sgmem_cmd,
+    show_cmd,
+    stats_cmd,
+)
 from gravity_core.errors import GravityError
 from gravity_core.storage_errors import describe_os_error
 
@@ -53,6 +62,7 @@ def make_app() -> typer.Typer:
     )
     app.callback()(_root)
     app.command("build")(build_cmd.build)
+    app.command("build-users")(build_users_cmd.build_users_cmd)
     app.command("forget")(forget_cmd.forget)
     app.command("stats")(stats_cmd.stats)
     app.command("query")(query_cmd.query)
