@@ -3,10 +3,12 @@
 Synthetic users (one conversation each, ``synthetic_conversation``) are built into fresh roots by
 :func:`gravity_core.many_users.build_users`, as ``gravity build-users`` does:
 
-- ``pool-N``: a spawned ``ProcessPoolExecutor`` of N workers, each task holding the users of one
-  worker (the models loaded once per worker); the time includes starting the pool;
-- ``dask-2``: the same through ``Client(LocalCluster(2 workers, 127.0.0.1)).get_executor()`` (the
-  cluster's start is not timed: a cluster outlives one job).
+- ``pool-N``: a spawned ``ProcessPoolExecutor`` of N workers with ``gravity build-users``'s settings
+  (``ManyUsersSettings.for_workers``: tasks of at most 16 users, each loading the models once, and
+  the cores divided among the workers' embedders); the time includes starting the pool;
+- ``dask-2``: the same through ``Client(LocalCluster(2 workers, 127.0.0.1)).get_executor()``, with
+  ``--scheduler``'s settings (each worker's embedder keeps one thread per core: the cluster's
+  machines are not this one); the cluster's start is not timed (a cluster outlives one job).
 
 It reports each side's throughput against one worker's, the peak resident memory of a worker, and
 whether every side built the same KBs as one worker.
@@ -15,7 +17,6 @@ whether every side built the same KBs as one worker.
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import shutil
 from collections.abc import Callable
@@ -53,8 +54,7 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
     shutil.rmtree(root, ignore_errors=True)
     runs: dict[str, tuple[list[UserBuildResult], float]] = {}
     for workers in settings.many_workers:
-        chunk = math.ceil(len(users) / workers)
-        build = _build(users, root / f"pool-{workers}", settings.embedder, chunk)
+        build = _build(users, root / f"pool-{workers}", settings.embedder, workers)
         runs[f"pool-{workers}"] = timed(partial(_pooled, workers, build))
     dask = _dask_run(users, root / "dask-2", settings.embedder)
     if dask is not None:
@@ -94,9 +94,10 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
 
 
 def _build(
-    users: list[UserConversation], root: Path, embedder: str, chunk: int
+    users: list[UserConversation], root: Path, embedder: str, workers: int, *, local: bool = True
 ) -> Callable[[Executor], list[UserBuildResult]]:
-    settings = ManyUsersSettings(embedder=embedder, chunk_size=chunk)
+    """What ``gravity build-users`` runs on ``workers`` workers (its chunks and threads)."""
+    settings = ManyUsersSettings.for_workers(len(users), workers, local=local, embedder=embedder)
     return lambda executor: build_users(users, root, executor=executor, settings=settings)
 
 
@@ -115,7 +116,7 @@ def _dask_run(
             "dask distributed is not installed: no dask-2 side (pip install 'gravity-memory[dask]')"
         )
         return None
-    build = _build(users, root, embedder, math.ceil(len(users) / 2))
+    build = _build(users, root, embedder, 2, local=False)  # as with --scheduler: threads not divided
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None

@@ -26,6 +26,7 @@ from gravity_core.errors import ConfigurationError, GravityError, InputDataError
 from gravity_core.schema import Utterance
 
 __all__ = [
+    "DEFAULT_CHUNK_SIZE",
     "ManyUsersSettings",
     "UserBuildResult",
     "UserConversation",
@@ -35,6 +36,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Users per task by default: a task loads spaCy and the embedder (about 300 MB) once for all its
+#: users, so small users want large tasks; a worker that dies fails its task's users.
+DEFAULT_CHUNK_SIZE = 16
 
 #: ``progress(users_done, users_total)``, called in the submitting process as results arrive.
 UsersProgress = Callable[[int, int], None]
@@ -83,17 +88,45 @@ class ManyUsersSettings:
             ``hashing[:DIM]``).
         batch_size: utterances per extractor call.
         chunk_size: users per task: each task loads the embedder and spaCy once for its users.
+        threads_per_worker: the embedder's threads in each task (``None``: one per core). With
+            several workers on one machine, its cores divided among them: a worker's MiniLM
+            already uses every core, and more threads than cores only compete.
     """
 
     embedder: str = "minilm"
     batch_size: int = DEFAULT_BATCH_SIZE
-    chunk_size: int = 4
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    threads_per_worker: int | None = None
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.chunk_size < 1:
+        threads = 1 if self.threads_per_worker is None else self.threads_per_worker
+        if self.batch_size < 1 or self.chunk_size < 1 or threads < 1:
             raise ConfigurationError(
-                f"batch_size and chunk_size must be at least 1, got {self.batch_size} and {self.chunk_size}"
+                "batch_size, chunk_size and threads_per_worker must be at least 1, got "
+                f"{self.batch_size}, {self.chunk_size} and {self.threads_per_worker}"
             )
+
+    @classmethod
+    def for_workers(
+        cls,
+        users: int,
+        workers: int,
+        *,
+        local: bool,
+        embedder: str = "minilm",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> ManyUsersSettings:
+        """The settings ``gravity build-users`` uses for ``users`` users on ``workers`` workers:
+        chunks no larger than the users per worker, and, for ``local`` workers sharing this
+        machine, its cores divided among them."""
+        workers = max(workers, 1)
+        return cls(
+            embedder=embedder,
+            batch_size=batch_size,
+            chunk_size=max(1, min(chunk_size, -(-users // workers))),
+            threads_per_worker=max(1, (os.cpu_count() or 1) // workers) if local else None,
+        )
 
 
 @dataclass
@@ -218,7 +251,8 @@ def _build_chunk(
     from gravity_core.providers import load_embedder
     from gravity_core.users import UserKBs
 
-    users = UserKBs(root, embedder=load_embedder(settings.embedder), batch_size=settings.batch_size)
+    embedder = load_embedder(settings.embedder, threads=settings.threads_per_worker)
+    users = UserKBs(root, embedder=embedder, batch_size=settings.batch_size)
     worker = f"{socket.gethostname()}:{os.getpid()}"
     results = []
     for conversation in chunk:

@@ -68,13 +68,17 @@ def load_chat_model(
     return RetryingChatModel(model, policy, limiter=shared)
 
 
-def load_embedder(spec: str) -> Embedder:
-    """Create an embedder: ``minilm`` (offline default) or ``hashing[:DIM]`` (deterministic, for tests)."""
+def load_embedder(spec: str, *, threads: int | None = None) -> Embedder:
+    """Create an embedder: ``minilm`` (offline default) or ``hashing[:DIM]`` (deterministic, for tests).
+
+    ``threads``: MiniLM's onnxruntime threads (``None``: one per core); several processes that
+    embed at once share the cores better with fewer each.
+    """
     from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
 
     kind, _, arg = spec.partition(":")
     if kind == "minilm" and not arg:
-        return MiniLMEmbedder()
+        return MiniLMEmbedder(intra_op_num_threads=threads)
     if kind == "hashing":
         try:
             return HashingEmbedder(dim=int(arg)) if arg else HashingEmbedder()

@@ -19,7 +19,7 @@ import pytest
 from benchmarks.conversation import synthetic_conversation
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
-from gravity_core.errors import InputDataError
+from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.many_users import ManyUsersSettings, UserConversation, build_users, conversations_in
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
@@ -124,6 +124,17 @@ def test_the_cli_builds_on_a_dask_scheduler(
         main([*argv, "--workers", "2"])
     assert refused.value.code == 1
     assert "--workers is for the local process pool" in capsys.readouterr().err
+
+
+def test_the_commands_settings_share_this_machines_cores_among_local_workers() -> None:
+    cores = os.cpu_count() or 1
+    local = ManyUsersSettings.for_workers(16, 2, local=True)
+    assert (local.chunk_size, local.threads_per_worker) == (8, max(1, cores // 2))
+    few = ManyUsersSettings.for_workers(3, 2, local=False, chunk_size=4)
+    assert (few.chunk_size, few.threads_per_worker) == (2, None)
+    assert ManyUsersSettings.for_workers(3, 8, local=True).threads_per_worker == max(1, cores // 8)
+    with pytest.raises(ConfigurationError, match="threads_per_worker"):
+        ManyUsersSettings(threads_per_worker=0)
 
 
 def test_without_an_executor_the_users_are_built_here_in_order(nlp: Any, tmp_path: Path) -> None:

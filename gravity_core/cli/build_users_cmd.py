@@ -23,9 +23,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE
 from gravity_core.errors import ConfigurationError, MissingDependencyError
-from gravity_core.many_users import ManyUsersSettings, UserBuildResult, build_users, conversations_in
+from gravity_core.many_users import (
+    DEFAULT_CHUNK_SIZE,
+    ManyUsersSettings,
+    UserBuildResult,
+    build_users,
+    conversations_in,
+)
 
 __all__ = ["build_users_cmd"]
+
 
 @contextmanager
 def _executor(workers: int | None, scheduler: str | None) -> Iterator[tuple[Executor, int]]:
@@ -73,7 +80,7 @@ def build_users_cmd(
     ] = DEFAULT_BATCH_SIZE,
     chunk_size: Annotated[
         int, typer.Option(min=1, metavar="N", help="Users per task (each task loads the models once).")
-    ] = 4,
+    ] = DEFAULT_CHUNK_SIZE,
     report: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write every user's result here as JSON.")
     ] = None,
@@ -92,9 +99,14 @@ def build_users_cmd(
         TimeElapsedColumn(),
     )
     with _executor(workers, scheduler) as (executor, count), Progress(*columns, console=console) as bar:
-        # Fewer users than workers x chunk: smaller chunks, so every worker gets some.
-        chunk_size = max(1, min(chunk_size, -(-len(conversations) // count)))
-        settings = ManyUsersSettings(embedder=embedder, batch_size=batch_size, chunk_size=chunk_size)
+        settings = ManyUsersSettings.for_workers(
+            len(conversations),
+            count,
+            local=scheduler is None,
+            embedder=embedder,
+            batch_size=batch_size,
+            chunk_size=chunk_size,
+        )
         task = bar.add_task("users", total=len(conversations))
         results = build_users(
             conversations,
