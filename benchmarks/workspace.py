@@ -44,12 +44,21 @@ def build_offline(
     embedder: Embedder,
     store: AnchorStore | None = None,
     pipeline: Any = None,
+    cache_dir: Path | None = None,
 ) -> AnchorBuilder:
     """A KB built by a fresh offline extractor (no state carries over), saved to ``store`` if given.
 
-    ``pipeline``: a loaded spaCy pipeline to share (a process loads it once); ``None`` loads one.
+    With a store, or a ``cache_dir``, the extractor keeps its parses and answers there, as ``gravity
+    build`` does. ``pipeline``: a loaded spaCy pipeline to share (a process loads it once); ``None``
+    loads one.
     """
-    builder = AnchorBuilder(OfflineExtractor(embedder, pipeline=pipeline), embedder, store=store)
+    caches = store.cache_dir if store is not None else cache_dir
+    extractor = (
+        OfflineExtractor.kept_in(caches, embedder, pipeline=pipeline)
+        if caches is not None
+        else OfflineExtractor(embedder, pipeline=pipeline)
+    )
+    builder = AnchorBuilder(extractor, embedder, store=store)
     builder.add(utterances)
     if store is None:
         builder.save()
