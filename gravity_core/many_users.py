@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gravity_core.build.builder import DEFAULT_BATCH_SIZE
+from gravity_core.build.builder import DEFAULT_BATCH_SIZE, anchor_counts
 from gravity_core.errors import ConfigurationError, GravityError, InputDataError
 from gravity_core.schema import Utterance
 
@@ -270,8 +270,7 @@ def _build_chunk(
             result.error = f"{type(exc).__name__}: {exc}"
         else:
             result.added, result.skipped = report.added, report.skipped
-            kb = builder.kb
-            result.anchors = {"entity": len(kb.entities), "event": len(kb.events), "topic": len(kb.topics)}
+            result.anchors = anchor_counts(builder.kb)
         result.seconds = round(time.perf_counter() - start, 3)
         result.worker_peak_rss_mb = round(peak_rss_mb(), 1)
         results.append(result)
@@ -285,10 +284,11 @@ def conversations_in(source: str | os.PathLike[str]) -> list[UserConversation]:
     - A folder: every ``*.json`` / ``*.jsonl`` file in it is one user's conversation, the file's
       name without its suffix the user id (read by the worker).
     - A ``.jsonl`` file: one user per line, ``{"user_id": "...", "utterances": [utterance
-      records]}`` (records as ``gravity build`` reads them). A malformed line raises here.
+      records]}`` (records as ``gravity build`` reads them; the worker checks them). A line that
+      is no such object becomes a conversation with a ``problem`` (reported, not built).
 
     Raises:
-        InputDataError: the file or a line is malformed (which line, which record, which field).
+        InputDataError: the file is unreadable or not JSON Lines (its line named).
         ConfigurationError: ``source`` is neither a folder nor a file.
     """
     path = Path(source)

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_RAW_OUTPUT_CHARS",
     "AnchorBuilder",
     "BuildReport",
+    "anchor_counts",
     "batch_label",
     "plan_batches",
 ]
@@ -274,7 +275,7 @@ class AnchorBuilder:
                     f"(not '{mine}'), so what remains is what a build of the remaining utterances makes"
                 )
         ids = set(request.select(self.kb))
-        report = ForgetReport(before=_anchor_counts(self.kb))
+        report = ForgetReport(before=anchor_counts(self.kb))
         if not ids:
             report.remaining, report.after = len(self.kb.utterances), report.before
             return report
@@ -293,7 +294,7 @@ class AnchorBuilder:
             self._index, self._changes = MergeIndex(self.kb), KBChanges()
             raise
         report.forgotten, report.remaining = len(ids), len(remaining)
-        report.after, report.embedded = _anchor_counts(self.kb), rebuilt.embedded
+        report.after, report.embedded = anchor_counts(self.kb), rebuilt.embedded
         # The caches first: a forget killed after its save could not be run again to finish it (the
         # request would name what the KB no longer holds); killed before, it runs again in full.
         # Under the KB's cache/ nothing but what the rebuild used stays, whichever cache wrote it.
@@ -501,5 +502,6 @@ class AnchorBuilder:
             self.save(report)
 
 
-def _anchor_counts(kb: KnowledgeBase) -> dict[str, int]:
+def anchor_counts(kb: KnowledgeBase) -> dict[str, int]:
+    """Anchors of each kind: ``{"entity": n, "event": n, "topic": n}``."""
     return {"entity": len(kb.entities), "event": len(kb.events), "topic": len(kb.topics)}

@@ -189,13 +189,14 @@ def build(
 
 
 @contextmanager
-def _progress_bar(console: Console) -> Iterator[Callable[[str], ProgressCallback]]:
-    """``show(label)`` adds a task to one progress bar and returns the builder's callback for it."""
+def _progress_bar(console: Console, unit: str = "utterances") -> Iterator[Callable[[str], ProgressCallback]]:
+    """``show(label)`` adds a task to one progress bar (counting ``unit``) and returns the callback
+    that advances it, ``(done, total)``."""
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("utterances"),
+        TextColumn(unit),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=False) as bar:

@@ -8,7 +8,6 @@ others are built all the same, and the exit code is 1.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 from collections.abc import Iterator
@@ -19,9 +18,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE
+from gravity_core.cli.build_cmd import _progress_bar
 from gravity_core.errors import ConfigurationError, MissingDependencyError
 from gravity_core.many_users import (
     DEFAULT_CHUNK_SIZE,
@@ -30,6 +29,7 @@ from gravity_core.many_users import (
     build_users,
     conversations_in,
 )
+from gravity_core.store import write_json_atomic
 
 __all__ = ["build_users_cmd"]
 
@@ -91,14 +91,7 @@ def build_users_cmd(
     conversations = conversations_in(input_path)
     if not conversations:
         raise ConfigurationError(f"{input_path}: no conversation (*.json, *.jsonl) to build")
-    columns = (
-        TextColumn("building"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("users"),
-        TimeElapsedColumn(),
-    )
-    with _executor(workers, scheduler) as (executor, count), Progress(*columns, console=console) as bar:
+    with _executor(workers, scheduler) as (executor, count), _progress_bar(console, "users") as show:
         settings = ManyUsersSettings.for_workers(
             len(conversations),
             count,
@@ -107,18 +100,11 @@ def build_users_cmd(
             batch_size=batch_size,
             chunk_size=chunk_size,
         )
-        task = bar.add_task("users", total=len(conversations))
         results = build_users(
-            conversations,
-            root,
-            executor=executor,
-            settings=settings,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            conversations, root, executor=executor, settings=settings, progress=show("building")
         )
     if report is not None:
-        report.write_text(
-            json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False), encoding="utf-8"
-        )
+        write_json_atomic(report, [r.to_dict() for r in results], indent=2)
     _summary(console, root, results)
     if any(not r.ok for r in results):
         raise typer.Exit(code=1)

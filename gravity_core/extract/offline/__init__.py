@@ -107,16 +107,17 @@ class OfflineExtractor:
 
     def extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
         """Entities, events and topics found in ``batch``, plus its extractive summary (+Sum baseline)."""
-        key = batch_key(kb, self.name, batch) if self.updates is not None else None
-        if key is not None and self.updates is not None:
-            kept = self.updates.get(key)
-            if kept is not None:
-                if self.parses is not None:
-                    self.parses.keep(pipeline_id(self.nlp), parsed_texts(batch))
-                return kept
+        updates = self.updates
+        key = batch_key(kb, self.name, batch) if updates is not None else None
+        if updates is None or key is None:
+            return self._extract(batch, kb)
+        kept = updates.get(key)
+        if kept is not None:
+            if self.parses is not None:
+                self.parses.keep(pipeline_id(self.nlp), parsed_texts(batch))
+            return kept
         update = self._extract(batch, kb)
-        if key is not None and self.updates is not None:
-            self.updates.put(key, update)
+        updates.put(key, update)
         return update
 
     def _extract(self, batch: Sequence[Utterance], kb: KnowledgeBase) -> AnchorUpdate:
