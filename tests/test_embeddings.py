@@ -111,6 +111,24 @@ def test_minilm_keeps_input_order_under_length_sorting(minilm: MiniLMEmbedder) -
     assert gaps[~np.eye(len(distinct), dtype=bool)].min() > 1e-2
 
 
+def test_minilm_batches_bound_padding_width_and_size() -> None:
+    from gravity_core.embeddings.minilm import _MAX_BATCH_TOKENS, _MAX_PADDING, _batches
+
+    lengths = np.asarray([9, 60, 12, 10, 11, 40, 9, 14, 256, 13, 18, 61, 9, 10, 20], dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    batches = _batches(order, lengths, 4)
+    assert np.concatenate(batches).tolist() == order.tolist()
+    for rows in batches:
+        width = int(lengths[rows].max())
+        assert len(rows) <= 4
+        assert len(rows) == 1 or (
+            len(rows) * width <= _MAX_BATCH_TOKENS
+            and len(rows) * width - int(lengths[rows].sum()) <= _MAX_PADDING
+        )
+    # A text far longer than the rest is not padded into their batch.
+    assert [len(rows) for rows in _batches(np.arange(5), np.asarray([8, 8, 8, 8, 200]), 32)] == [4, 1]
+
+
 def test_minilm_semantic_ranking(minilm: MiniLMEmbedder) -> None:
     puppy, dog, stocks = minilm.embed(["I adopted a puppy", "I got a new dog", "The stock market fell"])
     assert _cos(puppy, dog) > _cos(puppy, stocks) + 0.3
