@@ -4,8 +4,10 @@ The grown KB (made-up names, see :mod:`benchmarks.synthetic`) is saved with ``An
 measurement then runs in a fresh subprocess (``python -m benchmarks.memory MODE ...``), so every
 peak is clean:
 
-- ``baseline``: the interpreter with GRAVITY's query modules imported, nothing loaded;
-- ``load``: ``GravityEngine.from_dir(kb)``: the KB's JSON and vectors plus the engine's structures;
+- ``baseline``: the interpreter and libraries: GRAVITY's query modules imported, the token counter's
+  encoding loaded (about 38 MB, once per process whatever the KBs) and faiss imported; no KB;
+- ``load``: the same, then ``GravityEngine.from_dir(kb)`` (sharing that counter): the KB packed
+  (:mod:`gravity_core.packed_kb`), its vectors and the engine's structures;
 - ``query``: the same, then queries with precomputed question vectors (the encoder is never
   loaded); ``tracemalloc`` records the peak of Python allocations during the queries alone.
 
@@ -15,6 +17,7 @@ Peak RSS is the subprocess's ``VmHWM`` (``ru_maxrss`` where /proc is missing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import resource
@@ -36,6 +39,9 @@ __all__ = ["main", "measure", "run"]
 logger = logging.getLogger(__name__)
 
 _MODES = ("baseline", "load", "query")
+#: Targets: peak RSS per anchor of a loaded KB (KB), and what queries add, as a share of it.
+PER_ANCHOR_KB = 3.0
+QUERY_SHARE = 0.1
 _MB = 1024 * 1024
 
 
@@ -45,8 +51,8 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         name="memory",
         title=f"6. Memory: peak RSS of a loaded {settings.memory_anchors:,}-anchor KB and its query path",
         sides={
-            "baseline": "python + GRAVITY's query modules imported, no KB",
-            "load": "GravityEngine.from_dir(kb): KB JSON, vectors, lexicon, renderings",
+            "baseline": "python + GRAVITY's query modules, token encoding and faiss loaded, no KB",
+            "load": "GravityEngine.from_dir(kb): packed KB, vectors, lexicon, index",
             "query": f"load, then {settings.memory_queries} queries with precomputed question vectors",
         },
     )
@@ -72,8 +78,11 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
     }
     result.ratios += [
         ratio("peak RSS of the loaded KB above baseline (MB)", load - base, None),
-        ratio("KB RSS per anchor (KB)", (load - base) * 1024 / anchors, None),
+        ratio("KB RSS per anchor (KB)", (load - base) * 1024 / anchors, PER_ANCHOR_KB),
         ratio("peak RSS added by the queries (MB)", query - load, None),
+        ratio(
+            "peak RSS added by the queries / loaded KB", (query - load) / max(load - base, 1e-9), QUERY_SHARE
+        ),
         ratio("peak Python allocations during the queries (MB)", measured["query"]["query_peak_mb"], None),
     ]
     return result
@@ -91,11 +100,16 @@ def measure(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
 
 def _worker(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
     from gravity_core.query.engine import GravityEngine
+    from gravity_core.tokens import TokenCounter
 
+    counter = TokenCounter()
+    counter.count("load the encoding")
+    with contextlib.suppress(ImportError):
+        import faiss  # noqa: F401  (a library the index loads: part of the baseline)
     out: dict[str, Any] = {}
     if mode != "baseline":
         started = time.perf_counter()
-        engine = GravityEngine.from_dir(kb)
+        engine = GravityEngine.from_dir(kb, counter=counter)
         out["load_s"] = round(time.perf_counter() - started, 2)
         if mode == "query":
             questions = json.loads((inputs / "questions.json").read_text(encoding="utf-8"))

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"    LlamaIndex anchors citing {sessions_cited(llama_text)}")
             return seen
 
-        turns_now = len(engine.kb.utterances)
+        turns_now = len(engine.records.utterances)
         print(f"app started: KB generation {engine.generation}, {turns_now} turns; Q: {QUESTION}")
         ask("before")
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"\nthe chain and the query engine were built once; the engine served "
             f"{engine.revision + 1} KB versions, now generation {engine.generation} "
-            f"({len(engine.kb.utterances)} turns)"
+            f"({len(engine.records.utterances)} turns)"
         )
 
 

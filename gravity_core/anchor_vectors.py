@@ -17,6 +17,7 @@ import numpy as np
 from gravity_core.anchor_text import entity_text, event_text, topic_text
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
+from gravity_core.packed_kb import KBReader
 from gravity_core.schema import AnchorKind, KnowledgeBase
 
 __all__ = [
@@ -58,7 +59,7 @@ def expansion_key(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _expansion_texts(kb: KnowledgeBase) -> dict[str, str]:
+def _expansion_texts(kb: KBReader) -> dict[str, str]:
     from gravity_core.query.expansion import entity_expansions, event_expansions, topic_expansions
 
     texts: dict[str, str] = {}
@@ -74,13 +75,13 @@ def _expansion_texts(kb: KnowledgeBase) -> dict[str, str]:
     return texts
 
 
-def anchor_texts(kb: KnowledgeBase, kind: str) -> dict[str, str]:
+def anchor_texts(kb: KBReader, kind: str) -> dict[str, str]:
     """Text to embed of every row of ``kind`` (an AnchorKind or one of the other kinds), by id.
 
     Anchors give their compact text, in KB order; expansions their first
     :data:`EXPANSIONS_PER_ANCHOR` queries per anchor; turns their full text.
     """
-    render: Mapping[str, Callable[[KnowledgeBase], dict[str, str]]] = {
+    render: Mapping[str, Callable[[KBReader], dict[str, str]]] = {
         AnchorKind.ENTITY: lambda k: {i: entity_text(a) for i, a in k.entities.items()},
         AnchorKind.EVENT: lambda k: {i: event_text(a) for i, a in k.events.items()},
         AnchorKind.TOPIC: lambda k: {i: topic_text(a) for i, a in k.topics.items()},
@@ -209,7 +210,7 @@ def _fill_from(donor: KindVectors, stale: list[int], digests: list[str], matrix:
     return left
 
 
-def summary_vectors(kb: KnowledgeBase, embedder: Embedder) -> KindVectors:
+def summary_vectors(kb: KBReader, embedder: Embedder) -> KindVectors:
     """Vectors of the KB's batch summaries (the '+Sum' baseline), embedded now in one call."""
     texts = anchor_texts(kb, SUMMARY_KIND)
     ids = list(texts)

@@ -12,16 +12,19 @@ or any other refusal is an ``OSError`` with its errno, never numpy's errno-less 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
 import secrets
 import struct
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["new_temp_dir", "new_temp_file", "read_npy", "write_all", "write_npy"]
+__all__ = ["map_npy", "new_temp_dir", "new_temp_file", "read_npy", "read_npy_file", "write_all", "write_npy"]
 
 # The header ``np.lib.format`` writes: keys sorted, a Python dict literal.
 _NPY_HEADER = re.compile(
@@ -93,6 +96,33 @@ def read_npy(raw: bytes) -> np.ndarray:
     Raises:
         ValueError: not an ``.npy`` file, or an object array (that would need pickle).
     """
+    dtype, shape, order, offset = _npy_layout(raw)
+    count = int(np.prod(shape, dtype=np.int64))
+    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=offset)
+    return flat.reshape(shape, order=order)
+
+
+def map_npy(path: str | os.PathLike[str]) -> np.ndarray:
+    """An ``.npy`` file mapped read-only: pages are read as rows are (header read as by :func:`read_npy`).
+
+    Raises:
+        ValueError: not an ``.npy`` file, an object array, or shorter than its header says.
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(_NPY_HEAD_BYTES)
+    dtype, shape, order, offset = _npy_layout(head)
+    if int(np.prod(shape, dtype=np.int64)) == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+
+
+#: Enough of an ``.npy`` file to hold its header.
+_NPY_HEAD_BYTES = 1 << 16
+
+
+def _npy_layout(raw: bytes) -> tuple[np.dtype[Any], tuple[int, ...], Literal["C", "F"], int]:
+    """Dtype, shape, order and data offset of the ``.npy`` file that starts with ``raw``."""
     if raw[:6] != b"\x93NUMPY" or len(raw) < 10:
         raise ValueError("not an .npy file (no magic string)")
     major = raw[6]
@@ -116,6 +146,39 @@ def read_npy(raw: bytes) -> np.ndarray:
         offset = buffer.tell()
     if dtype.hasobject:
         raise ValueError("object arrays are not allowed (they would need pickle)")
-    count = int(np.prod(shape, dtype=np.int64))
-    flat = np.frombuffer(raw, dtype=dtype, count=count, offset=offset)
-    return flat.reshape(shape, order="F" if fortran else "C")
+    return dtype, shape, "F" if fortran else "C", offset
+
+
+def read_npy_file(
+    path: str | os.PathLike[str], dtype: npt.DTypeLike, *, block_bytes: int = 1 << 23
+) -> tuple[np.ndarray, str]:
+    """An ``.npy`` file's array converted to ``dtype`` as it is read, and the file's digest.
+
+    The file is read in blocks of about ``block_bytes`` into the converted array, so a float32
+    file read as float16 never holds its float32 rows all at once. The digest is
+    ``blake2b-128`` of the whole file, as the store's checksums record it.
+
+    Raises:
+        ValueError: not an ``.npy`` file, an object array, or shorter than its header says.
+        OSError: the file cannot be read.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        head = handle.read(_NPY_HEAD_BYTES)
+        stored, shape, order, offset = _npy_layout(head)
+        digest.update(head[:offset])
+        handle.seek(offset)
+        out = np.empty(shape, dtype=dtype, order=order)
+        flat = out.reshape(-1, order="A")
+        step = max(1, block_bytes // max(1, stored.itemsize))
+        done = 0
+        while done < flat.size:
+            raw = handle.read(min(step, flat.size - done) * stored.itemsize)
+            if len(raw) % stored.itemsize or not raw:
+                raise ValueError(f"{os.fspath(path)}: shorter than its header says")
+            digest.update(raw)
+            block = np.frombuffer(raw, dtype=stored)
+            flat[done : done + block.size] = block
+            done += block.size
+        digest.update(handle.read())
+    return out, digest.hexdigest()

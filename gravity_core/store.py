@@ -47,14 +47,14 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import new_temp_file, read_npy, write_all, write_npy
+from gravity_core.files import map_npy, new_temp_file, read_npy, read_npy_file, write_all, write_npy
 from gravity_core.generation_dirs import (
     MARKER,
     WRITER_LOCK,
@@ -70,7 +70,15 @@ from gravity_core.generation_dirs import (
     writer_lock,
 )
 from gravity_core.journal import JOURNAL, Journal, append_record, read_journal
-from gravity_core.schema import SCHEMA_VERSION, KnowledgeBase
+from gravity_core.packed_kb import (
+    INDEXED_PARTS,
+    RECORD_PARTS,
+    InvalidRecord,
+    PackedKB,
+    PackedRecords,
+    json_members,
+)
+from gravity_core.schema import SCHEMA_VERSION, BuildInfo, KnowledgeBase
 from gravity_core.storage_errors import check_writable, os_errors
 
 __all__ = ["JOURNAL", "MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "write_json_atomic"]
@@ -182,16 +190,20 @@ def _os_errors(
     return wrap
 
 
+K = TypeVar("K", KnowledgeBase, PackedKB)
+
+
 @dataclass
-class LoadedKB:
+class LoadedKB(Generic[K]):
     """A KB read from disk with its anchor vectors.
 
-    From :meth:`AnchorStore.resume`, ``generation`` may be ``None`` (journaled checkpoints of a
-    first build, no generation yet) and ``journal_end`` is where the journal's last whole record
-    ends (the next checkpoint appends there).
+    ``kb`` is a :class:`KnowledgeBase`, or from :meth:`AnchorStore.load_packed` a
+    :class:`~gravity_core.packed_kb.PackedKB`. From :meth:`AnchorStore.resume`, ``generation`` may
+    be ``None`` (journaled checkpoints of a first build, no generation yet) and ``journal_end`` is
+    where the journal's last whole record ends (the next checkpoint appends there).
     """
 
-    kb: KnowledgeBase
+    kb: K
     vectors: AnchorVectors
     generation: int | None
     journal_end: int = 0
@@ -372,7 +384,9 @@ class AnchorStore:
         return generation
 
     @_os_errors("read")
-    def load(self, generation: int | None = None, *, vector_kinds: Collection[str] | None = None) -> LoadedKB:
+    def load(
+        self, generation: int | None = None, *, vector_kinds: Collection[str] | None = None
+    ) -> LoadedKB[KnowledgeBase]:
         """Read the current generation (or the one given, if it is still on disk).
 
         A reader that races a build sees the generation of the manifest it read, whole; if the
@@ -392,11 +406,44 @@ class AnchorStore:
             return self._load_generation(generation, vector_kinds=vector_kinds)
         return self._load_current(vector_kinds, with_journal=False)
 
-    def _load_current(self, vector_kinds: Collection[str] | None, *, with_journal: bool) -> LoadedKB:
+    @_os_errors("read")
+    def load_packed(
+        self,
+        *,
+        vector_kinds: Collection[str],
+        mapped_kinds: Collection[str] = (),
+        half_from: int | None = None,
+    ) -> LoadedKB[PackedKB]:
+        """The current generation for queries: records kept as compressed JSON (see ``packed_kb``).
+
+        Every record is validated, as by :meth:`load`, and the same errors are raised.
+
+        Args:
+            vector_kinds: the vector kinds to read.
+            mapped_kinds: those of them to map from their file instead of reading into memory
+                (rows are paged in when a query reads them; a kind read by row, such as the
+                expansions, then costs almost no memory).
+            half_from: kinds of this many rows or more are read as float16 (for an index that
+                scores only a few candidate rows of a large kind, see ``NumpyAnchorIndex``).
+        """
+        return self._load_current(vector_kinds, with_journal=False, packed=(mapped_kinds, half_from))
+
+    def _load_current(
+        self,
+        vector_kinds: Collection[str] | None,
+        *,
+        with_journal: bool,
+        packed: tuple[Collection[str], int | None] | None = None,
+    ) -> Any:
+        """The current generation (retrying while writers replace it); ``packed``: see :meth:`load_packed`."""
         for _ in range(_LOAD_TRIES):
             manifest = self._read_manifest()
             current: int = manifest["generation"]
             try:
+                if packed is not None:
+                    return self._load_packed_generation(
+                        current, manifest.get("checksums"), vector_kinds, *packed
+                    )
                 if not with_journal:
                     return self._load_generation(current, manifest.get("checksums"), vector_kinds)
                 journal = read_journal(self.directory / JOURNAL, current)
@@ -418,7 +465,7 @@ class AnchorStore:
         )
 
     @_os_errors("read")
-    def resume(self) -> LoadedKB | None:
+    def resume(self) -> LoadedKB[KnowledgeBase] | None:
         """What a build continues from: the current generation with the journal's checkpoints replayed.
 
         ``None`` when the folder holds neither a KB nor a journal. The vectors are the
@@ -623,7 +670,7 @@ class AnchorStore:
         checksums_digest: str | None = None,
         vector_kinds: Collection[str] | None = None,
         journal: Journal | None = None,
-    ) -> LoadedKB:
+    ) -> LoadedKB[KnowledgeBase]:
         """Read one generation folder; ``checksums_digest`` (from the manifest) vouches for its checksums.
 
         ``journal``: checkpoints to replay over it (:meth:`resume`).
@@ -653,6 +700,44 @@ class AnchorStore:
         check.raise_first()
         end = journal.end if journal is not None and replayed else 0
         return LoadedKB(kb=kb, vectors=vectors, generation=generation, journal_end=end)
+
+    def _load_packed_generation(
+        self,
+        generation: int,
+        checksums_digest: str | None,
+        vector_kinds: Collection[str] | None,
+        mapped_kinds: Collection[str],
+        half_from: int | None,
+    ) -> LoadedKB[PackedKB]:
+        """Read one generation folder as :meth:`load_packed` says."""
+        folder = generation_folder(self.directory, generation)
+        if not folder.is_dir():
+            raise AnchorStoreError("generation folder missing", path=str(folder))
+        check = _Checks(self._read_checksums(folder, checksums_digest))
+        records = {
+            part: self._read_records(folder / f"{part}.json", model, check, indexed=part in INDEXED_PARTS)
+            for part, model in RECORD_PARTS.items()
+        }
+        build_path = folder / "build.json"
+        try:
+            build = BuildInfo.model_validate(self._read_json(build_path, check))
+        except ValidationError as exc:
+            raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(build_path)) from exc
+        kb = PackedKB(build=build, **records)
+        vectors = self._read_vectors(folder, check, vector_kinds, mapped=mapped_kinds, half_from=half_from)
+        check.raise_first()
+        return LoadedKB(kb=kb, vectors=vectors, generation=generation)
+
+    def _read_records(
+        self, path: Path, model: type[Any], check: _Checks, *, indexed: bool
+    ) -> PackedRecords[Any]:
+        raw = self._read_bytes(path, check)
+        try:
+            return PackedRecords(model, json_members(raw), indexed=indexed)
+        except InvalidRecord as exc:
+            raise AnchorStoreError(f"invalid KB content: {path.stem}.{exc}", path=str(path)) from exc
+        except ValueError as exc:  # not JSON, not an object, not UTF-8
+            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
 
     def _read_checksums(self, folder: Path, digest: str | None) -> dict[str, str] | None:
         path = folder / CHECKSUMS
@@ -725,7 +810,15 @@ class AnchorStore:
         check: _Checks | None = None,
         kinds: Collection[str] | None = None,
         kb: KnowledgeBase | None = None,
+        *,
+        mapped: Collection[str] = (),
+        half_from: int | None = None,
     ) -> AnchorVectors:
+        """The vectors of ``kinds`` (all by default).
+
+        ``mapped`` kinds are mapped from their file, without digests (only a build compares them);
+        kinds of ``half_from`` rows or more are read as float16.
+        """
         index = self._read_json(folder / "vectors.json", check)
         try:
             vectors = AnchorVectors(embedder=str(index["embedder"]), dim=int(index["dim"]))
@@ -736,17 +829,23 @@ class AnchorStore:
                 if entry is None:  # a KB from an older version; the next build adds this kind
                     continue
                 path = folder / f"vectors-{kind}.npy"
-                raw = self._read_bytes(path, check)
                 try:
-                    matrix = read_npy(raw)
+                    if kind in mapped:
+                        matrix = self._map_npy(path, check)
+                    elif half_from is not None and len(entry["ids"]) >= half_from:
+                        matrix, digest = read_npy_file(path, np.float16)
+                        if check is not None:
+                            check.verify_digest(path, digest)
+                    else:
+                        matrix = read_npy(self._read_bytes(path, check))
                 except (OSError, ValueError, EOFError) as exc:
                     raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
                 if matrix.shape[0] != len(entry["ids"]):
                     raise _row_mismatch(folder, kind, matrix.shape[0], len(entry["ids"]), check, kb)
                 vectors.kinds[kind] = KindVectors(
                     ids=list(entry["ids"]),
-                    digests=list(entry["digests"]),
-                    matrix=matrix.astype(np.float32, copy=False),
+                    digests=[] if kind in mapped else list(entry["digests"]),
+                    matrix=matrix if matrix.dtype == np.float16 else matrix.astype(np.float32, copy=False),
                 )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, AnchorStoreError):
@@ -755,6 +854,13 @@ class AnchorStore:
                 f"invalid vector index: {exc!r}", path=str(folder / "vectors.json")
             ) from exc
         return vectors
+
+    @staticmethod
+    def _map_npy(path: Path, check: _Checks | None) -> np.ndarray:
+        """An ``.npy`` file mapped read-only (its digest checked by streaming it, not by holding it)."""
+        if check is not None:
+            check.verify_file(path)
+        return map_npy(path)
 
     @staticmethod
     def _read_bytes(path: Path, check: _Checks | None = None) -> bytes:
@@ -841,6 +947,25 @@ class _Checks:
                 AnchorStoreError(
                     f"corrupt: its {len(data)} bytes do not match their {_DIGEST} digest in {CHECKSUMS}",
                     path=str(path),
+                )
+            )
+
+    def verify_file(self, path: Path) -> None:
+        """:meth:`verify` of a file read in chunks."""
+        if self.digests is not None:
+            self.verify_digest(path, _digest_file(path))
+
+    def verify_digest(self, path: Path, digest: str) -> None:
+        """:meth:`verify` of a file whose digest was computed as it was read."""
+        if self.digests is None:
+            return
+        expected = self.digests.get(path.name)
+        if expected is None:
+            self.failures.append(AnchorStoreError(f"not listed in {CHECKSUMS}", path=str(path)))
+        elif digest != expected:
+            self.failures.append(
+                AnchorStoreError(
+                    f"corrupt: does not match its {_DIGEST} digest in {CHECKSUMS}", path=str(path)
                 )
             )
 

@@ -115,7 +115,8 @@ class AnchorProvider:
     def __repr__(self) -> str:
         if self.users is not None:
             return f"AnchorProvider(users={str(self.users.root)!r}, cache_size={self.cache_size})"
-        return f"AnchorProvider(kb={len(self.engine.kb.utterances)} utterances, cache_size={self.cache_size})"
+        turns = len(self.engine.records.utterances)
+        return f"AnchorProvider(kb={turns} utterances, cache_size={self.cache_size})"
 
     @property
     def engine(self) -> GravityEngine:
@@ -169,7 +170,7 @@ class AnchorProvider:
             engine, config=self.config, question_date=self.question_date, cache_size=self.cache_size
         )
         made.user_id = user_id
-        if not engine.kb.utterances:
+        if not engine.records.utterances:
             return made
         assert self.users is not None  # only called for a provider of many users
         with self._lock:

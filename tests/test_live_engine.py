@@ -150,15 +150,15 @@ def test_an_unchanged_kb_costs_one_stat_per_query_and_no_read(
     kb_12: Path, hashing: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = GravityEngine.from_dir(kb_12, embedder=hashing)
-    calls = count_calls(monkeypatch, "stamp", "current_version", "load")
+    calls = count_calls(monkeypatch, "stamp", "current_version", "load_packed")
     for question in QUESTIONS * 10:
         engine.query(question)
-    assert calls == {"stamp": 30, "current_version": 0, "load": 0}
+    assert calls == {"stamp": 30, "current_version": 0, "load_packed": 0}
     frozen = GravityEngine.from_dir(kb_12, embedder=hashing, follow=False)
-    calls.update(stamp=0, current_version=0, load=0)
+    calls.update(stamp=0, current_version=0, load_packed=0)
     for question in QUESTIONS:
         frozen.query(question)
-    assert calls == {"stamp": 0, "current_version": 0, "load": 0}
+    assert calls == {"stamp": 0, "current_version": 0, "load_packed": 0}
 
 
 def test_a_manifest_written_again_for_the_same_generation_reads_no_kb(
@@ -169,10 +169,10 @@ def test_a_manifest_written_again_for_the_same_generation_reads_no_kb(
     copy = kb_12 / "manifest.copy"
     shutil.copy(manifest, copy)
     copy.replace(manifest)  # same content, new inode: the stamp moves
-    calls = count_calls(monkeypatch, "current_version", "load")
+    calls = count_calls(monkeypatch, "current_version", "load_packed")
     engine.query(BISCUIT)
     engine.query(BISCUIT)
-    assert calls == {"current_version": 1, "load": 0} and engine.revision == 0
+    assert calls == {"current_version": 1, "load_packed": 0} and engine.revision == 0
 
 
 def test_a_reader_never_sees_a_torn_kb_while_builds_run(
@@ -411,16 +411,16 @@ def test_a_failed_read_is_retried_when_the_folder_moves_on_or_its_interval_ends(
     builder_of(kb, hashing).add(sessions(3))
     damaged = kb / "g000002" / "events.json"
     damaged.write_bytes(damaged.read_bytes() + b" ")
-    loads = count_calls(monkeypatch, "load")
+    loads = count_calls(monkeypatch, "load_packed")
 
-    assert live.current().generation == 1 and loads == {"load": 1}  # tried, failed, kept generation 1
-    assert live.current().generation == 1 and loads == {"load": 1}  # waits: nothing moved
+    assert live.current().generation == 1 and loads == {"load_packed": 1}  # tried, failed, kept generation 1
+    assert live.current().generation == 1 and loads == {"load_packed": 1}  # waits: nothing moved
     now[0] += 0.4
-    assert live.current().generation == 1 and loads == {"load": 1}
+    assert live.current().generation == 1 and loads == {"load_packed": 1}
     now[0] += 0.2  # the first interval (0.5 s) is over
-    assert live.current().generation == 1 and loads == {"load": 2}
+    assert live.current().generation == 1 and loads == {"load_packed": 2}
     now[0] += 0.6  # the next interval is twice as long
-    assert live.current().generation == 1 and loads == {"load": 2}
+    assert live.current().generation == 1 and loads == {"load_packed": 2}
 
     AnchorStore(kb).rollback()  # the folder moves on: read again at once, whatever the interval
     builder_of(kb, hashing).add(sessions(3))

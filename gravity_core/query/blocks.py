@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from gravity_core.errors import ConfigurationError
+from gravity_core.packed_kb import KBReader
 from gravity_core.prompts.injection import (
     CONVERSATION_SUMMARIES,
     DEFAULT_INJECTION,
@@ -31,7 +32,6 @@ from gravity_core.schema import (
     EntityAnchor,
     EventAnchor,
     Granularity,
-    KnowledgeBase,
     Relation,
     StateTransition,
     SummaryRecord,
@@ -165,7 +165,7 @@ def _relation_value(relation: Relation, limits: BlockLimits) -> str:
     return value
 
 
-def _render_entity(entity: EntityAnchor, kb: KnowledgeBase, limits: BlockLimits) -> str:
+def _render_entity(entity: EntityAnchor, kb: KBReader, limits: BlockLimits) -> str:
     cap = limits.max_text_chars
     kind = entity.type.value + (", speaker" if entity.is_speaker else "")
     aliases = [_text(a, cap) for a in entity.aliases if a]
@@ -299,7 +299,7 @@ class RenderedAnchors:
 
     def __init__(
         self,
-        kb: KnowledgeBase,
+        kb: KBReader,
         *,
         counter: TokenCounter,
         limits: BlockLimits | None = None,
@@ -444,7 +444,7 @@ def _blocks_of(items: Sequence[_Item], template: InjectionTemplate) -> Blocks:
 
 
 def format_blocks(
-    kb: KnowledgeBase,
+    kb: KBReader,
     selected: Sequence[ScoredAnchor],
     *,
     counter: TokenCounter,

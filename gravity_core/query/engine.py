@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors, KindVectors, expansion_key
+from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
+from gravity_core.packed_kb import KBReader
 from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
 from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.expansion import expand
@@ -64,7 +65,7 @@ class GravityEngine:
     caches built on the engine. An engine made from a KB object directly is a snapshot.
 
     Args:
-        kb: the knowledge base.
+        kb: the knowledge base (a ``KnowledgeBase``, or a packed one, see :mod:`~gravity_core.packed_kb`).
         index: the anchor vectors (in-process numpy, or a Chroma collection).
         embedder: must be the embedder the KB's vectors were made with.
         config: default settings of each query (a query may pass its own).
@@ -77,7 +78,7 @@ class GravityEngine:
 
     def __init__(
         self,
-        kb: KnowledgeBase,
+        kb: KBReader,
         index: AnchorIndex,
         embedder: Embedder,
         *,
@@ -244,7 +245,17 @@ class GravityEngine:
 
     @property
     def kb(self) -> KnowledgeBase:
-        """The knowledge base served now."""
+        """The knowledge base served now, as a ``KnowledgeBase``.
+
+        An engine over a folder holds its KB packed (pydantic models are made only for the records
+        a query reads); the first ``kb`` of each version served makes all of them, which costs
+        the memory packing saves. To read a few records, use :attr:`records`.
+        """
+        return self._view.snapshot.whole_kb()
+
+    @property
+    def records(self) -> KBReader:
+        """The records of the KB served now, by id, as the queries read them (packed or not)."""
         return self._view.snapshot.kb
 
     @property
@@ -298,9 +309,8 @@ class GravityEngine:
 
     def known_expansion_vectors(self, expansions: Sequence[str]) -> list[np.ndarray | None]:
         """The stored vector of each expanded query (``None`` for one the build did not embed)."""
-        served = self._view.snapshot
-        rows = [served.expansion_rows.get(expansion_key(text)) for text in expansions]
-        return [None if row is None else served.expansions.matrix[row] for row in rows]
+        stored = self._view.snapshot.expansions
+        return [stored.vector(text) for text in expansions]
 
     def query(
         self,

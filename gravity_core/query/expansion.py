@@ -14,13 +14,13 @@ from itertools import islice
 from operator import attrgetter
 
 from gravity_core.anchor_vectors import expansion_key
+from gravity_core.packed_kb import KBReader
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
     Attribute,
     EntityAnchor,
     EventAnchor,
-    KnowledgeBase,
     Relation,
     TopicAnchor,
 )
@@ -199,7 +199,7 @@ def _interleave(iterators: list[Iterator[str]]) -> Iterator[str]:
         iterators = alive
 
 
-def expand(kb: KnowledgeBase, selected: Sequence[ScoredAnchor], budget: int, question: str) -> list[str]:
+def expand(kb: KBReader, selected: Sequence[ScoredAnchor], budget: int, question: str) -> list[str]:
     """Expanded queries for the host's store, from the selected anchors.
 
     Per module, the anchors in score order each contribute their first expansion, then their
@@ -223,7 +223,7 @@ def expand(kb: KnowledgeBase, selected: Sequence[ScoredAnchor], budget: int, que
     return _take_turns(queues, budget, question)
 
 
-def _texts_of(kb: KnowledgeBase, kind: AnchorKind, anchor_id: str) -> Iterator[str]:
+def _texts_of(kb: KBReader, kind: AnchorKind, anchor_id: str) -> Iterator[str]:
     if kind is AnchorKind.ENTITY:
         entity = kb.entities.get(anchor_id)
         return _entity_texts(entity) if entity is not None else iter(())

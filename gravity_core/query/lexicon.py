@@ -28,18 +28,22 @@ import math
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from gravity_core.extract.offline import text as offline_text
 from gravity_core.extract.offline.keywords import STOP_WORDS, content_tokens, lemmatize
-from gravity_core.schema import EntityAnchor, EventAnchor, KnowledgeBase, TopicAnchor
+from gravity_core.packed_kb import KBReader
+from gravity_core.schema import EntityAnchor, EventAnchor, TopicAnchor
 
 __all__ = ["AnchorLexicon", "EventDates", "stem"]
+
+R = TypeVar("R")
 
 # Score of each kind of entity match (the best one wins).
 _NAME_SCORE = 1.0
@@ -333,14 +337,17 @@ class AnchorLexicon:
         latest_day: Day of the KB's latest utterance (latest event report without utterances).
     """
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KBReader) -> None:
         """Index ``kb`` (prefer :meth:`from_kb`)."""
-        entities = list(kb.entities.values())
-        events = list(kb.events.values())
-        topics = list(kb.topics.values())
-        self.entity_ids: tuple[str, ...] = tuple(e.id for e in entities)
-        self.event_ids: tuple[str, ...] = tuple(e.id for e in events)
-        self.topic_ids: tuple[str, ...] = tuple(t.id for t in topics)
+        # Each pass reads the records again: a packed KB makes its models as they are read, and
+        # holding them all at once is what packing avoids.
+        entities = _Records(kb.entities)
+        events = _Records(kb.events)
+        topics = _Records(kb.topics)
+        # The KB's own keys (the ids it is read by), so the strings are shared with it.
+        self.entity_ids: tuple[str, ...] = tuple(kb.entities)
+        self.event_ids: tuple[str, ...] = tuple(kb.events)
+        self.topic_ids: tuple[str, ...] = tuple(kb.topics)
         self._entity_pos = {eid: i for i, eid in enumerate(self.entity_ids)}
         self._event_pos = {eid: i for i, eid in enumerate(self.event_ids)}
         self._stem = _Stemmer()
@@ -360,7 +367,7 @@ class AnchorLexicon:
         self._parse_cache: dict[str, _Parsed] = {}
 
     @classmethod
-    def from_kb(cls, kb: KnowledgeBase) -> AnchorLexicon:
+    def from_kb(cls, kb: KBReader) -> AnchorLexicon:
         """Build the lexicon of ``kb``.
 
         Args:
@@ -404,7 +411,7 @@ class AnchorLexicon:
             fields.append((rel.relation.replace("_", " "), _ATTR_NAME_WEIGHT))
         return self._weighted_stems(fields)
 
-    def _build_names(self, entities: list[EntityAnchor], lowercase: frozenset[str]) -> None:
+    def _build_names(self, entities: Collection[EntityAnchor], lowercase: frozenset[str]) -> None:
         names: dict[tuple[str, ...], list[_NameEntry]] = defaultdict(list)
         partial: dict[str, list[tuple[int, int]]] = defaultdict(list)
         commons = STOP_WORDS | offline_text.STOP_WORDS | offline_text.COMMON_WORDS | lowercase
@@ -441,7 +448,7 @@ class AnchorLexicon:
             vocab.update(index.postings)
         self._vocabulary = frozenset(vocab - self._name_words - {stem(w) for w in self._name_words})
 
-    def _build_relations(self, entities: list[EntityAnchor]) -> None:
+    def _build_relations(self, entities: Collection[EntityAnchor]) -> None:
         unique_names = {key: entries[0].entity for key, entries in self._names.items() if len(entries) == 1}
         holders: dict[int, set[int]] = defaultdict(set)
         objects: dict[int, set[int]] = defaultdict(set)
@@ -457,7 +464,7 @@ class AnchorLexicon:
         self._objects = {k: tuple(sorted(v)) for k, v in objects.items()}
         self._unique_names = unique_names
 
-    def _build_events(self, events: list[EventAnchor]) -> None:
+    def _build_events(self, events: Collection[EventAnchor]) -> None:
         n = len(events)
         start = np.empty(n, dtype=np.int64)
         end = np.empty(n, dtype=np.int64)
@@ -844,7 +851,7 @@ def _strip_speaker(fact: str) -> str:
     return rest if sep and len(head.split()) <= 3 else fact
 
 
-def _lowercase_words(events: list[EventAnchor], topics: list[TopicAnchor]) -> frozenset[str]:
+def _lowercase_words(events: Collection[EventAnchor], topics: Collection[TopicAnchor]) -> frozenset[str]:
     """Words the KB writes in lower case: a name made of them is also an ordinary word ('clay')."""
     texts: list[str] = []
     for event in events:
@@ -855,8 +862,23 @@ def _lowercase_words(events: list[EventAnchor], topics: list[TopicAnchor]) -> fr
     return frozenset(w.casefold() for w in offline_text.lowercase_vocabulary(texts))
 
 
-def _latest_day(kb: KnowledgeBase) -> date | None:
-    days = [u.timestamp.date() for u in kb.utterances.values()]
-    if not days:
-        days = [e.said_at.date() for e in kb.events.values()]
-    return max(days) if days else None
+class _Records(Collection[R]):
+    """The values of a mapping, read again on each iteration."""
+
+    def __init__(self, records: Mapping[str, R]) -> None:
+        self._records = records
+
+    def __iter__(self) -> Iterator[R]:
+        return iter(self._records.values())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item is record for record in self)
+
+
+def _latest_day(kb: KBReader) -> date | None:
+    if kb.utterances:
+        return max(u.timestamp.date() for u in kb.utterances.values())
+    return max((e.said_at.date() for e in kb.events.values()), default=None)

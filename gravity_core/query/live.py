@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
-from gravity_core.anchor_vectors import ANCHOR_KINDS, AnchorVectors
+from gravity_core.anchor_vectors import ANCHOR_KINDS, EXPANSION_KIND, AnchorVectors
 from gravity_core.errors import GravityError
+from gravity_core.query.index.numpy_index import DEFAULT_IVF
 from gravity_core.query.state import KBSnapshot
 from gravity_core.store import AnchorStore, LoadedKB
 
@@ -110,7 +111,10 @@ class StoreSource:
         if version is not None and version == self._version:
             self._stamp = stamp
             return None
-        loaded = self.store.load(vector_kinds=ANCHOR_KINDS)  # the turn vectors are the builder's
+        # The turn vectors are the builder's; the expansions are read by row, so they stay on disk.
+        loaded = self.store.load_packed(
+            vector_kinds=ANCHOR_KINDS, mapped_kinds=(EXPANSION_KIND,), half_from=DEFAULT_IVF.min_rows
+        )
         if version is not None and loaded.generation == version[0]:
             return loaded, (stamp, version)
         # A save landed between the manifest read and the load: look again at the next query.

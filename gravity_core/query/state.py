@@ -13,9 +13,11 @@ from datetime import date
 
 from gravity_core.anchor_vectors import KindVectors, summary_vectors
 from gravity_core.embeddings.base import Embedder
+from gravity_core.packed_kb import KBReader, to_knowledge_base
 from gravity_core.query.blocks import RenderedAnchors
 from gravity_core.query.index import AnchorIndex
 from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.query.stored_expansions import StoredExpansions
 from gravity_core.schema import KnowledgeBase
 from gravity_core.tokens import TokenCounter
 
@@ -27,33 +29,33 @@ class KBSnapshot:
     """One KB as a query sees it: the KB, its vectors' index, lexicon, renderings and stored vectors.
 
     Attributes:
-        kb: the knowledge base (not changed while the snapshot is served).
+        kb: the knowledge base (not changed while the snapshot is served): a ``KnowledgeBase``, or
+            a :class:`~gravity_core.packed_kb.PackedKB` for one read from a folder.
         index: the anchor vectors.
         lexicon: native-matching tables of ``kb``.
         rendered: memo of ``kb``'s rendered anchors.
         expansions: stored vectors of expanded queries.
-        expansion_rows: expansion key -> row of ``expansions``.
         reference_date: the default question date (the KB's latest day, else today).
         generation: the store generation it was read from (``None``: not from a store).
         revision: counts the snapshots an engine has served, starting at 0.
     """
 
-    kb: KnowledgeBase
+    kb: KBReader
     index: AnchorIndex
     lexicon: AnchorLexicon
     rendered: RenderedAnchors
-    expansions: KindVectors
-    expansion_rows: dict[str, int]
+    expansions: StoredExpansions
     reference_date: date
     generation: int | None = None
     revision: int = 0
     _summaries: list[KindVectors] = field(default_factory=list, repr=False)
     _summary_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _whole: list[KnowledgeBase] = field(default_factory=list, repr=False)
 
     @classmethod
     def of(
         cls,
-        kb: KnowledgeBase,
+        kb: KBReader,
         index: AnchorIndex,
         *,
         counter: TokenCounter,
@@ -62,21 +64,26 @@ class KBSnapshot:
         generation: int | None = None,
         revision: int = 0,
     ) -> KBSnapshot:
-        """Prepare everything a query needs from ``kb`` (lexicon, renderings, expansion rows)."""
+        """Prepare everything a query needs from ``kb`` (lexicon, renderings, stored expansions)."""
         lexicon = AnchorLexicon.from_kb(kb)
-        expansions = expansion_vectors or KindVectors()
         return cls(
             kb=kb,
             index=index,
             lexicon=lexicon,
             rendered=RenderedAnchors(kb, counter=counter),
-            expansions=expansions,
-            expansion_rows=expansions.row_of(),
+            expansions=StoredExpansions.of(expansion_vectors),
             reference_date=lexicon.latest_day or date.today(),
             generation=generation,
             revision=revision,
             _summaries=[] if summary_vectors is None else [summary_vectors],
         )
+
+    def whole_kb(self) -> KnowledgeBase:
+        """``kb`` as a :class:`KnowledgeBase`: a packed KB's records are all made at the first call."""
+        with self._summary_lock:
+            if not self._whole:
+                self._whole.append(to_knowledge_base(self.kb))
+            return self._whole[0]
 
     def summary_vectors(self, embedder: Embedder) -> KindVectors:
         """Vectors of the KB's batch summaries (embedded once, at first use)."""

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gravity_core.errors import ConfigurationError
+from gravity_core.packed_kb import KBReader
 from gravity_core.query.lexicon import AnchorLexicon
-from gravity_core.schema import KnowledgeBase
 from gravity_core.temporal import find_time_expressions
 
 __all__ = ["BeforeAfter", "TemporalQuery", "parse_temporal_query", "temporal_event_matches"]
@@ -125,7 +125,7 @@ def parse_temporal_query(question: str, reference: date) -> TemporalQuery:
 
 
 def temporal_event_matches(
-    kb: KnowledgeBase,
+    kb: KBReader,
     tq: TemporalQuery,
     lexicon: AnchorLexicon,
     candidates: Mapping[str, float],
@@ -251,7 +251,7 @@ def _best(
 
 
 def _relative_matches(
-    kb: KnowledgeBase,
+    kb: KBReader,
     tq: TemporalQuery,
     kind: BeforeAfter,
     phrase: str,

@@ -1,11 +1,13 @@
-"""Approximate candidates for large anchor kinds: an inverted-file index (faiss ``IndexIVFFlat``).
+"""Approximate candidates for large anchor kinds: an inverted-file index (faiss ``IndexIVFScalarQuantizer``).
 
 Exact search reads every row per query: at 100k anchors of 384 dimensions that is 150 MB of
 float32 per query, most of GRAVITY's query time. An inverted file clusters the rows around
 ``sqrt(n)`` centroids (k-means on a fixed sample, so it is deterministic) and a query reads only
-the rows of its ``nprobe`` nearest clusters. Inner products of the rows it returns are exact; rows
-in clusters it did not read are missed, which is why the engine asks it for a wider pool than it
-keeps. faiss is an optional extra (``ann``); without it, every kind is searched exactly.
+the rows of its ``nprobe`` nearest clusters. The lists hold each row in 8 bits per dimension (a
+quarter of the float32 matrix, which the engine keeps for exact scores): the inverted file only
+proposes candidates, whose exact inner products then decide. Rows in clusters it did not read are
+missed, and 8-bit scores can swap close rows, which is why the engine asks it for a wider pool than
+it keeps. faiss is an optional extra (``ann``); without it, every kind is searched exactly.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from gravity_core.embeddings.base import Matrix
 __all__ = ["IVFSearch", "IVFSettings"]
 
 logger = logging.getLogger(__name__)
+
+_ADD_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -72,13 +76,16 @@ class IVFSearch:
         rows, dim = matrix.shape
         clusters = max(1, round(math.sqrt(rows)))
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, clusters, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFScalarQuantizer(
+            quantizer, dim, clusters, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
         index.cp.seed = settings.seed
         index.cp.min_points_per_centroid = 1
         sample_size = min(rows, settings.train_per_cluster * clusters)
         sample = np.random.default_rng(settings.seed).choice(rows, sample_size, replace=False)
         index.train(np.ascontiguousarray(matrix[np.sort(sample)], dtype=np.float32))
-        index.add(np.ascontiguousarray(matrix, dtype=np.float32))
+        for start in range(0, rows, _ADD_ROWS):  # float32 one block at a time (the matrix may be float16)
+            index.add(np.ascontiguousarray(matrix[start : start + _ADD_ROWS], dtype=np.float32))
         index.nprobe = min(clusters, max(settings.min_probes, math.ceil(clusters * settings.probe_share)))
         logger.debug("inverted file: %d rows, %d clusters, %d probed", rows, clusters, index.nprobe)
         return cls(index, quantizer, settings)
