@@ -2,8 +2,9 @@
 
 A loaded :class:`~gravity_core.schema.KnowledgeBase` keeps every utterance and anchor as pydantic
 models, about 15 KB per anchor. A query reads a few dozen anchors; :class:`PackedKB` keeps each
-part's records as the JSON they were stored in, in zlib-compressed chunks, and makes a model when
-one is read (a small cache keeps the last ones). Both satisfy :class:`KBReader`, which is all the
+part's records as the JSON they were stored in, compressed (each anchor alone against a shared
+dictionary, so reading one is quick; utterances in chunks), and makes a model when one is read (a
+small cache keeps the last ones). Both satisfy :class:`KBReader`, which is all the
 query path needs.
 """
 
@@ -111,20 +112,26 @@ def json_members(raw: bytes) -> Iterator[tuple[str, bytes]]:
         raise ValueError("expected a JSON object")
     position = _skip_space(text, position + 1)
     if text[position : position + 1] == "}":
+        if _skip_space(text, position + 1) != len(text):
+            raise ValueError(f"extra data after the object at byte {position + 1}")
         return
     while True:
+        key_start = position
         key, position = decoder.raw_decode(text, position)
         if not isinstance(key, str):
-            raise ValueError(f"expected a member name at byte {position}")
+            raise ValueError(f"expected a member name at byte {key_start}")
+        key = json.loads(raw[key_start:position].decode("utf-8"))  # the text above read UTF-8 as Latin-1
         position = _skip_space(text, position)
         if text[position : position + 1] != ":":
             raise ValueError(f"expected ':' at byte {position}")
         start = _skip_space(text, position + 1)
         _, end = decoder.raw_decode(text, start)
-        yield key.encode("latin-1").decode("utf-8"), raw[start:end]
+        yield key, raw[start:end]
         position = _skip_space(text, end)
         mark = text[position : position + 1]
         if mark == "}":
+            if _skip_space(text, position + 1) != len(text):
+                raise ValueError(f"extra data after the object at byte {position + 1}")
             return
         if mark != ",":
             raise ValueError(f"expected ',' or '}}' at byte {position}")
@@ -145,7 +152,8 @@ class _PerRecord:
     """
 
     def __init__(self) -> None:
-        self._data = bytearray()
+        self._building = bytearray()
+        self._data = b""
         self._starts: list[int] = []
         self._waiting: list[bytes] = []
         self._waiting_bytes = 0
@@ -165,8 +173,10 @@ class _PerRecord:
     def finish(self) -> None:
         if self._compressor is None:
             self._start()
-        self._bounds = np.asarray([*self._starts, len(self._data)], dtype=np.int64)
+        self._bounds = np.asarray([*self._starts, len(self._building)], dtype=np.int64)
         self._starts = []
+        self._data = bytes(self._building)  # without a bytearray's growth slack
+        self._building = bytearray()
 
     def _start(self) -> None:
         self._zdict = b"".join(self._waiting)[-_DICT_BYTES:]
@@ -177,9 +187,9 @@ class _PerRecord:
 
     def _put(self, raw: bytes) -> None:
         compressor = self._compressor.copy()
-        self._starts.append(len(self._data))
-        self._data += compressor.compress(raw)
-        self._data += compressor.flush()
+        self._starts.append(len(self._building))
+        self._building += compressor.compress(raw)
+        self._building += compressor.flush()
 
     def record(self, row: int) -> bytes:
         start, end = int(self._bounds[row]), int(self._bounds[row + 1])

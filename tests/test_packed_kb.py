@@ -49,8 +49,10 @@ def test_json_members_split_an_object_without_parsing_it_whole() -> None:
         members = list(json_members(raw))
         assert [key for key, _ in members] == ["a", "é-ü", "c"]
         assert {key: json.loads(value) for key, value in members} == expected
+    ascii_only = json.dumps(expected).encode("ascii")  # "\u00e9-\u00fc" written escaped
+    assert [key for key, _ in json_members(ascii_only)] == ["a", "é-ü", "c"]
     assert list(json_members(b"{ }")) == []
-    for bad in (b"[1, 2]", b'{"a" 1}', b'{"a": 1 "b": 2}', b'{"a": 1', b""):
+    for bad in (b"[1, 2]", b'{"a" 1}', b'{"a": 1 "b": 2}', b'{"a": 1', b"", b'{"a": 1} x', b"{} {}"):
         with pytest.raises(ValueError):
             list(json_members(bad))
 
