@@ -17,6 +17,7 @@ import numpy as np
 from gravity_core.anchor_text import entity_text, event_text, topic_text
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
+from gravity_core.files import NpyRows
 from gravity_core.packed_kb import KBReader
 from gravity_core.schema import AnchorKind, KnowledgeBase
 
@@ -103,6 +104,8 @@ class KindVectors:
     ids: list[str] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
     matrix: Matrix = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    #: The float32 rows, read from their file on demand, when ``matrix`` holds them in float16.
+    exact_rows: NpyRows | None = None
 
     def row_of(self) -> dict[str, int]:
         """Anchor id -> row index."""

@@ -18,13 +18,23 @@ import os
 import re
 import secrets
 import struct
+import weakref
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["map_npy", "new_temp_dir", "new_temp_file", "read_npy", "read_npy_file", "write_all", "write_npy"]
+__all__ = [
+    "NpyRows",
+    "map_npy",
+    "new_temp_dir",
+    "new_temp_file",
+    "read_npy",
+    "read_npy_file",
+    "write_all",
+    "write_npy",
+]
 
 # The header ``np.lib.format`` writes: keys sorted, a Python dict literal.
 _NPY_HEADER = re.compile(
@@ -182,3 +192,40 @@ def read_npy_file(
             done += block.size
         digest.update(handle.read())
     return out, digest.hexdigest()
+
+
+class NpyRows:
+    """Rows of a 2-D ``.npy`` file read on demand with ``os.pread`` (no mapping: nothing stays resident).
+
+    The file stays open until the object is collected, so a folder pruned meanwhile (POSIX) does
+    not take the rows away.
+
+    Raises:
+        ValueError: not a C-ordered 2-D ``.npy`` file.
+        OSError: the file cannot be opened.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "rb") as handle:
+            head = handle.read(_NPY_HEAD_BYTES)
+        dtype, shape, order, offset = _npy_layout(head)
+        if len(shape) != 2 or order != "C":
+            raise ValueError(f"{os.fspath(path)}: not a C-ordered 2-D array")
+        self.dtype = dtype
+        self.shape = shape
+        self._offset = offset
+        self._row_bytes = shape[1] * dtype.itemsize
+        self._fd = os.open(path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self._fd)
+
+    def read(self, rows: npt.NDArray[np.intp]) -> np.ndarray:
+        """The rows asked for, in that order."""
+        out = np.empty((len(rows), self.shape[1]), dtype=self.dtype)
+        buffer = out.reshape(-1).view(np.uint8)
+        for n, row in enumerate(rows.tolist()):
+            start = n * self._row_bytes
+            data = os.pread(self._fd, self._row_bytes, self._offset + row * self._row_bytes)
+            if len(data) != self._row_bytes:
+                raise OSError(f"short read of row {row}")
+            buffer[start : start + self._row_bytes] = np.frombuffer(data, dtype=np.uint8)
+        return out

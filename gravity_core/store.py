@@ -54,7 +54,7 @@ from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import map_npy, new_temp_file, read_npy, read_npy_file, write_all, write_npy
+from gravity_core.files import NpyRows, map_npy, new_temp_file, read_npy, read_npy_file, write_all, write_npy
 from gravity_core.generation_dirs import (
     MARKER,
     WRITER_LOCK,
@@ -817,7 +817,8 @@ class AnchorStore:
         """The vectors of ``kinds`` (all by default).
 
         ``mapped`` kinds are mapped from their file, without digests (only a build compares them);
-        kinds of ``half_from`` rows or more are read as float16.
+        kinds of ``half_from`` rows or more are read as float16, their float32 rows left in the
+        file for exact scores (``KindVectors.exact_rows``).
         """
         index = self._read_json(folder / "vectors.json", check)
         try:
@@ -829,6 +830,7 @@ class AnchorStore:
                 if entry is None:  # a KB from an older version; the next build adds this kind
                     continue
                 path = folder / f"vectors-{kind}.npy"
+                exact: NpyRows | None = None
                 try:
                     if kind in mapped:
                         matrix = self._map_npy(path, check)
@@ -836,6 +838,7 @@ class AnchorStore:
                         matrix, digest = read_npy_file(path, np.float16)
                         if check is not None:
                             check.verify_digest(path, digest)
+                        exact = NpyRows(path)
                     else:
                         matrix = read_npy(self._read_bytes(path, check))
                 except (OSError, ValueError, EOFError) as exc:
@@ -843,6 +846,7 @@ class AnchorStore:
                 if matrix.shape[0] != len(entry["ids"]):
                     raise _row_mismatch(folder, kind, matrix.shape[0], len(entry["ids"]), check, kb)
                 vectors.kinds[kind] = KindVectors(
+                    exact_rows=exact,
                     ids=list(entry["ids"]),
                     digests=[] if kind in mapped else list(entry["digests"]),
                     matrix=matrix if matrix.dtype == np.float16 else matrix.astype(np.float32, copy=False),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.files import NpyRows
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.query.index.ivf import IVFSearch, IVFSettings
 from gravity_core.schema import AnchorKind
@@ -77,3 +80,27 @@ def test_small_kinds_and_a_disabled_setting_are_searched_exactly(monkeypatch: py
         NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=None),
     ):
         assert len(index.top(AnchorKind.EVENT, matrix[3], 10)) == 10
+
+
+def test_float16_rows_with_their_float32_file_order_near_ties_exactly(tmp_path: Path) -> None:
+    base = _clustered(2_000)
+    # Copies 1e-4 apart: their float16 cosines cannot tell them apart, their float32 ones can.
+    matrix = np.concatenate([base, base + 1e-4 * np.random.default_rng(3).standard_normal(base.shape)])
+    matrix = (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+    path = tmp_path / "vectors-event.npy"
+    np.save(path, matrix)
+    half = _vectors(matrix.astype(np.float16))
+    half.kinds[AnchorKind.EVENT.value].exact_rows = NpyRows(path)
+    approximate = NumpyAnchorIndex.from_vectors(half, approximate=SMALL)
+    # Without the file the float16 rows are all there is (held as float32 of the same values).
+    rough = NumpyAnchorIndex.from_vectors(_vectors(matrix.astype(np.float16)), approximate=SMALL)
+    exact = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=SMALL)
+    queries = _queries(matrix)
+    same = [approximate.top(AnchorKind.EVENT, q, 10) == exact.top(AnchorKind.EVENT, q, 10) for q in queries]
+    assert all(same)
+    # Scored from float16 alone, the copies' order is a coin toss.
+    assert not all(
+        [a for a, _ in rough.top(AnchorKind.EVENT, q, 10)]
+        == [a for a, _ in exact.top(AnchorKind.EVENT, q, 10)]
+        for q in queries
+    )

@@ -12,6 +12,7 @@ import numpy.typing as npt
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
+from gravity_core.files import NpyRows
 from gravity_core.query.index.base import query_vector
 from gravity_core.query.index.ivf import IVFSearch, IVFSettings
 from gravity_core.schema import AnchorKind
@@ -22,6 +23,9 @@ __all__ = ["DEFAULT_IVF", "NumpyAnchorIndex"]
 DEFAULT_IVF = IVFSettings()
 
 logger = logging.getLogger(__name__)
+
+#: Twice the largest error of a float16 cosine of unit vectors (2^-11).
+_FLOAT16_MARGIN = 1e-3
 
 
 def _matvec(matrix: Matrix, vector: Matrix) -> Matrix:
@@ -46,6 +50,7 @@ class _KindIndex:
     # id_rank[i] is the position of ids[i] in sorted id order: ties are broken by integer compare.
     id_rank: npt.NDArray[np.intp]
     ivf: IVFSearch | None = None
+    exact: NpyRows | None = None  # float32 rows, when ``matrix`` holds float16
 
     @classmethod
     def build(
@@ -64,13 +69,17 @@ class _KindIndex:
         ivf = None
         if approximate is not None and len(ids) >= approximate.min_rows:
             ivf = IVFSearch.build(matrix, approximate)
-        if ivf is not None:
-            # Only the inverted file's candidates are scored from this matrix, never all of it: half
-            # the memory, converted back to float32 for the few rows a query reads.
-            matrix = np.ascontiguousarray(matrix, dtype=np.float16)
-        else:  # every row is scored at each query
+        exact = vectors.exact_rows if ivf is not None and matrix.dtype == np.float16 else None
+        if exact is None:  # every row scored at each query, or no float32 source: float32 in memory
             matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        return cls(ids=ids, matrix=matrix, rows={a: i for i, a in enumerate(ids)}, id_rank=id_rank, ivf=ivf)
+        return cls(
+            ids=ids,
+            matrix=matrix,
+            rows={a: i for i, a in enumerate(ids)},
+            id_rank=id_rank,
+            ivf=ivf,
+            exact=exact,
+        )
 
     def scores(self, rows: npt.NDArray[np.intp] | list[int], vector: Matrix) -> Matrix:
         """Cosine of ``vector`` with these rows (float32, whatever the matrix holds)."""
@@ -84,9 +93,11 @@ class NumpyAnchorIndex:
     in :meth:`from_vectors`; a query is one matrix-vector product plus a partial sort
     (``np.argpartition``). A kind of 10k rows or more takes its candidates from an inverted file
     when faiss is installed (extra ``ann``; see :mod:`gravity_core.query.index.ivf`), then orders
-    them by their cosine from its rows held in float16 (half the memory; the cosine differs from
-    float32's by about 1e-5, which can swap two anchors that near-tie); ``similarities`` reads the
-    same rows. Instances are read-only and safe to share between threads.
+    them exactly. Vectors read from a KB folder by ``load_packed`` hold such a kind in float16 (half
+    the memory): its candidates are scored from those rows, and the ones that could reach the top
+    again from their float32 rows in the file (``KindVectors.exact_rows``); ``similarities`` reads
+    the float16 rows (a cosine within 5e-4 of float32's). Instances are read-only and safe to share
+    between threads.
 
     Example:
         ```python
@@ -149,6 +160,16 @@ class NumpyAnchorIndex:
         if index.ivf is not None and limit < count:
             rows = index.ivf.candidates(vector, limit)
             scores = index.scores(rows, vector)
+            if index.exact is not None and len(rows):
+                # A float16 cosine is within 2^-11 of the float32 one: every row that could reach
+                # the top ``limit`` is scored again from its float32 row, so the order is exact.
+                cut = (
+                    np.partition(scores, len(scores) - limit)[len(scores) - limit]
+                    if limit < len(scores)
+                    else -2.0
+                )
+                near = np.flatnonzero(scores >= cut - _FLOAT16_MARGIN)
+                scores[near] = _matvec(index.exact.read(rows[near]), vector)
             order = np.lexsort((index.id_rank[rows], -scores))[:limit]
             return [(index.ids[rows[i]], float(scores[i])) for i in order.tolist()]
         scores = _matvec(index.matrix, vector)
