@@ -20,6 +20,7 @@ from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_sum
 from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.expansion import expand
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
+from gravity_core.query.index.numpy_index import DEFAULT_IVF
 from gravity_core.query.lexicon import AnchorLexicon
 from gravity_core.query.live import (
     BuilderSource,
@@ -139,7 +140,10 @@ class GravityEngine:
                 f"it cannot do so with a {type(index).__name__}: give a ChromaAnchorIndex, no index "
                 "(the numpy one), or follow=False"
             )
-        source = StoreSource(AnchorStore(kb_dir))
+        # Chroma gets the vectors in float32; the numpy index holds large kinds in float16.
+        source = StoreSource(
+            AnchorStore(kb_dir), half_from=None if index is not None else DEFAULT_IVF.min_rows
+        )
         loaded, mark = first_reading(source)
         chosen = embedder or embedder_from_name(loaded.vectors.embedder)
         engine = cls(

@@ -89,10 +89,14 @@ class StoreSource:
 
     Args:
         store: the KB folder's store.
+        half_from: kinds of this many rows or more are read in float16 (see
+            :meth:`AnchorStore.load_packed`); ``None`` reads every kind in float32 (for an index that
+            copies the vectors elsewhere, such as Chroma).
     """
 
-    def __init__(self, store: AnchorStore) -> None:
+    def __init__(self, store: AnchorStore, *, half_from: int | None = DEFAULT_IVF.min_rows) -> None:
         self.store = store
+        self._half_from = half_from
         self._stamp: object = _UNSEEN
         self._version: object = _UNSEEN
 
@@ -113,7 +117,7 @@ class StoreSource:
             return None
         # The turn vectors are the builder's; the expansions are read by row, so they stay on disk.
         loaded = self.store.load_packed(
-            vector_kinds=ANCHOR_KINDS, mapped_kinds=(EXPANSION_KIND,), half_from=DEFAULT_IVF.min_rows
+            vector_kinds=ANCHOR_KINDS, mapped_kinds=(EXPANSION_KIND,), half_from=self._half_from
         )
         if version is not None and loaded.generation == version[0]:
             return loaded, (stamp, version)
