@@ -119,9 +119,7 @@ def map_npy(path: str | os.PathLike[str]) -> np.ndarray:
         ValueError: not an ``.npy`` file, an object array, or shorter than its header says.
         OSError: the file cannot be read.
     """
-    with open(path, "rb") as handle:
-        head = handle.read(_NPY_HEAD_BYTES)
-    dtype, shape, order, offset = _npy_layout(head)
+    dtype, shape, order, offset = _npy_file_layout(path)
     if int(np.prod(shape, dtype=np.int64)) == 0:
         return np.zeros(shape, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
@@ -129,6 +127,14 @@ def map_npy(path: str | os.PathLike[str]) -> np.ndarray:
 
 #: Enough of an ``.npy`` file to hold its header.
 _NPY_HEAD_BYTES = 1 << 16
+
+
+def _npy_file_layout(
+    path: str | os.PathLike[str],
+) -> tuple[np.dtype[Any], tuple[int, ...], Literal["C", "F"], int]:
+    """:func:`_npy_layout` of the file at ``path`` (only its header is read)."""
+    with open(path, "rb") as handle:
+        return _npy_layout(handle.read(_NPY_HEAD_BYTES))
 
 
 def _npy_layout(raw: bytes) -> tuple[np.dtype[Any], tuple[int, ...], Literal["C", "F"], int]:
@@ -206,9 +212,7 @@ class NpyRows:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        with open(path, "rb") as handle:
-            head = handle.read(_NPY_HEAD_BYTES)
-        dtype, shape, order, offset = _npy_layout(head)
+        dtype, shape, order, offset = _npy_file_layout(path)
         if len(shape) != 2 or order != "C":
             raise ValueError(f"{os.fspath(path)}: not a C-ordered 2-D array")
         self.dtype = dtype
