@@ -84,15 +84,25 @@ def write_all(fd: int, data: bytes | memoryview, path: str | os.PathLike[str] | 
         raise
 
 
-def write_npy(fd: int, array: np.ndarray, path: str | os.PathLike[str] | None = None) -> None:
-    """Write ``array`` to ``fd`` as an ``.npy`` file (what ``np.save`` writes; no pickle, no copy)."""
+def write_npy(
+    fd: int, array: np.ndarray, path: str | os.PathLike[str] | None = None
+) -> tuple[bytes, memoryview]:
+    """Write ``array`` to ``fd`` as an ``.npy`` file (what ``np.save`` writes; no pickle, no copy).
+
+    Returns:
+        What was written, header then data (a view of the array's memory), for a caller that
+        digests the file without reading it back.
+    """
     array = np.ascontiguousarray(array)
     if array.dtype.hasobject:
         raise ValueError("object arrays are not written (they would need pickle)")
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
-    write_all(fd, header.getvalue(), path)
-    write_all(fd, array.reshape(-1).view(np.uint8).data, path)
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, np.lib.format.header_data_from_array_1_0(array))
+    header = buffer.getvalue()
+    data = array.reshape(-1).view(np.uint8).data
+    write_all(fd, header, path)
+    write_all(fd, data, path)
+    return header, data
 
 
 def read_npy(raw: bytes) -> np.ndarray:

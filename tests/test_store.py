@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,6 +87,22 @@ def test_files_are_plain_json(tmp_path: Path) -> None:
     entities = json.loads((folder / "entities.json").read_text())
     assert entities["maya"]["attributes"][0]["sources"] == ["u1"]
     assert manifest["counts"] == {"utterances": 1, "entities": 1, "events": 1, "topics": 1, "summaries": 0}
+
+
+def test_each_part_file_holds_what_to_dict_holds_and_the_checksums_name_its_bytes(tmp_path: Path) -> None:
+    # Text JSON escapes differently (quotes, backslashes, controls, U+2028, astral) must survive.
+    store, _ = _saved(tmp_path, _kb(extra='"q" \\ \x01 \u2028 \U0001f600 é'))
+    folder = store.directory / f"g{store.current_generation():06d}"
+    dumped = store.load().kb.to_dict()
+    for part, value in dumped.items():
+        if part == "schema_version":
+            continue
+        assert json.loads((folder / f"{part}.json").read_text(encoding="utf-8")) == value
+    listed = json.loads((folder / "checksums.json").read_text())["files"]
+    on_disk = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    assert sorted([*listed, "checksums.json"]) == on_disk
+    for name, digest in listed.items():
+        assert hashlib.blake2b((folder / name).read_bytes(), digest_size=16).hexdigest() == digest
 
 
 def test_crash_while_saving_keeps_previous_generation(
