@@ -425,6 +425,7 @@ class AnchorStore:
         vector_kinds: Collection[str],
         mapped_kinds: Collection[str] = (),
         half_from: int | None = None,
+        digests: bool = True,
     ) -> LoadedKB[PackedKB]:
         """The current generation for queries: records kept as compressed JSON (see ``packed_kb``).
 
@@ -437,15 +438,19 @@ class AnchorStore:
                 expansions, then costs almost no memory).
             half_from: kinds of this many rows or more are read as float16 (for an index that
                 scores only a few candidate rows of a large kind, see ``NumpyAnchorIndex``).
+            digests: keep each row's text digest (what an index synced by digest, such as
+                Chroma's, compares); ``False`` leaves them out (about 9 MB at 100k anchors).
         """
-        return self._load_current(vector_kinds, with_journal=False, packed=(mapped_kinds, half_from))
+        return self._load_current(
+            vector_kinds, with_journal=False, packed=(mapped_kinds, half_from, digests)
+        )
 
     def _load_current(
         self,
         vector_kinds: Collection[str] | None,
         *,
         with_journal: bool,
-        packed: tuple[Collection[str], int | None] | None = None,
+        packed: tuple[Collection[str], int | None, bool] | None = None,
     ) -> Any:
         """The current generation (retrying while writers replace it); ``packed``: see :meth:`load_packed`."""
         for _ in range(_LOAD_TRIES):
@@ -720,6 +725,7 @@ class AnchorStore:
         vector_kinds: Collection[str] | None,
         mapped_kinds: Collection[str],
         half_from: int | None,
+        digests: bool,
     ) -> LoadedKB[PackedKB]:
         """Read one generation folder as :meth:`load_packed` says."""
         folder = generation_folder(self.directory, generation)
@@ -736,7 +742,9 @@ class AnchorStore:
         except ValidationError as exc:
             raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(build_path)) from exc
         kb = PackedKB(build=build, **records)
-        vectors = self._read_vectors(folder, check, vector_kinds, mapped=mapped_kinds, half_from=half_from)
+        vectors = self._read_vectors(
+            folder, check, vector_kinds, mapped=mapped_kinds, half_from=half_from, digests=digests
+        )
         check.raise_first()
         return LoadedKB(kb=kb, vectors=vectors, generation=generation)
 
@@ -825,10 +833,12 @@ class AnchorStore:
         *,
         mapped: Collection[str] = (),
         half_from: int | None = None,
+        digests: bool = True,
     ) -> AnchorVectors:
         """The vectors of ``kinds`` (all by default).
 
-        ``mapped`` kinds are mapped from their file, without digests (only a build compares them);
+        ``mapped`` kinds are mapped from their file, without digests (only a build compares them;
+        ``digests=False`` leaves them out of every kind);
         kinds of ``half_from`` rows or more are read as float16, their float32 rows left in the
         file for exact scores (``KindVectors.exact_rows``).
         """
@@ -860,7 +870,7 @@ class AnchorStore:
                 vectors.kinds[kind] = KindVectors(
                     exact_rows=exact,
                     ids=list(entry["ids"]),
-                    digests=[] if kind in mapped else list(entry["digests"]),
+                    digests=list(entry["digests"]) if digests and kind not in mapped else [],
                     matrix=matrix if matrix.dtype == np.float16 else matrix.astype(np.float32, copy=False),
                 )
         except (KeyError, TypeError, ValueError) as exc:

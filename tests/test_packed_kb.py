@@ -116,6 +116,12 @@ def test_load_packed_holds_the_same_kb_and_vectors(built: tuple[AnchorStore, Anc
         np.testing.assert_allclose(mine.matrix, theirs.matrix, atol=1e-3 if half else 0)
     assert isinstance(packed.vectors.get(EXPANSION_KIND).matrix, np.memmap)
     assert packed.vectors.get("event").matrix.dtype == np.float16  # the threshold was reached
+    for kind in ANCHOR_KINDS:
+        kept = full.vectors.get(kind).digests if kind != EXPANSION_KIND else []
+        assert packed.vectors.get(kind).digests == kept
+    bare = store.load_packed(vector_kinds=ANCHOR_KINDS, mapped_kinds=(EXPANSION_KIND,), digests=False)
+    assert all(bare.vectors.get(kind).digests == [] for kind in ANCHOR_KINDS)
+    assert all(bare.vectors.get(kind).ids == full.vectors.get(kind).ids for kind in ANCHOR_KINDS)
 
 
 def test_an_engine_over_the_folder_answers_as_one_over_the_loaded_kb(

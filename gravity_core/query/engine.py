@@ -140,9 +140,13 @@ class GravityEngine:
                 f"it cannot do so with a {type(index).__name__}: give a ChromaAnchorIndex, no index "
                 "(the numpy one), or follow=False"
             )
-        # Chroma gets the vectors in float32; the numpy index holds large kinds in float16.
+        # Chroma gets the vectors in float32 and syncs by digest; the numpy index holds large kinds
+        # in float16 and reads no digest.
+        numpy_index = index is None
         source = StoreSource(
-            AnchorStore(kb_dir), half_from=None if index is not None else DEFAULT_IVF.min_rows
+            AnchorStore(kb_dir),
+            half_from=DEFAULT_IVF.min_rows if numpy_index else None,
+            digests=not numpy_index,
         )
         loaded, mark = first_reading(source)
         chosen = embedder or embedder_from_name(loaded.vectors.embedder)

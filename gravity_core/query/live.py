@@ -92,11 +92,16 @@ class StoreSource:
         half_from: kinds of this many rows or more are read in float16 (see
             :meth:`AnchorStore.load_packed`); ``None`` reads every kind in float32 (for an index that
             copies the vectors elsewhere, such as Chroma).
+        digests: keep the rows' text digests (an index synced by digest, such as Chroma's, needs
+            them; the numpy index does not).
     """
 
-    def __init__(self, store: AnchorStore, *, half_from: int | None = DEFAULT_IVF.min_rows) -> None:
+    def __init__(
+        self, store: AnchorStore, *, half_from: int | None = DEFAULT_IVF.min_rows, digests: bool = True
+    ) -> None:
         self.store = store
         self._half_from = half_from
+        self._digests = digests
         self._stamp: object = _UNSEEN
         self._version: object = _UNSEEN
 
@@ -117,7 +122,10 @@ class StoreSource:
             return None
         # The turn vectors are the builder's; the expansions are read by row, so they stay on disk.
         loaded = self.store.load_packed(
-            vector_kinds=ANCHOR_KINDS, mapped_kinds=(EXPANSION_KIND,), half_from=self._half_from
+            vector_kinds=ANCHOR_KINDS,
+            mapped_kinds=(EXPANSION_KIND,),
+            half_from=self._half_from,
+            digests=self._digests,
         )
         if version is not None and loaded.generation == version[0]:
             return loaded, (stamp, version)
