@@ -29,7 +29,15 @@ from benchmarks import (
     memory,
     query_overhead,
 )
-from benchmarks.common import DEFAULT_LOCOMO, REPO_ROOT, BenchSettings, Result, format_result, write_result
+from benchmarks.common import (
+    DEFAULT_LOCOMO,
+    REPO_ROOT,
+    BenchSettings,
+    Result,
+    format_result,
+    verdict,
+    write_result,
+)
 from benchmarks.report import load_results, markdown_table
 from benchmarks.workspace import Workspace
 
@@ -86,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gravity-bench-") as scratch:
         results = run_all(settings, Workspace(settings, Path(scratch)), args.only, args.out)
-    missed = [f"{result.name}: {r['name']}" for result in results for r in result.missed()]
+    missed = [
+        f"{result.name}: {r['name']} {r['value']:.4g}, {verdict(r, 'missed')}"
+        for result in results
+        for r in result.missed()
+    ]
     sys.stdout.write(f"== all ratios ({time.perf_counter() - started:.0f} s in all)\n")
     sys.stdout.write(markdown_table(load_results(args.out)) + "\n\n")
     sys.stdout.write("targets missed: " + ("; ".join(missed) if missed else "none") + "\n")

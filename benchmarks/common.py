@@ -43,6 +43,7 @@ __all__ = [
     "ratio",
     "time_interleaved",
     "timed",
+    "verdict",
     "write_result",
 ]
 
@@ -318,6 +319,17 @@ def write_result(directory: Path, result: Result, settings: BenchSettings) -> Pa
     return path
 
 
+def verdict(r: dict[str, Any], missed: str = "MISSED") -> str:
+    """``met``, ``<missed> by 0.2 (1.8x the target)``, or nothing for a ratio without a target."""
+    if r["met"] is None:
+        return ""
+    if r["met"]:
+        return "met"
+    value, target = r["value"], r["target"]
+    times = f", {value / target:.2f}x the target" if target > 0 else ""
+    return f"{missed} by {value - target:.3g}{times}"
+
+
 def format_result(result: Result) -> str:
     """The ratios of a result, one line each with its target, then the sides' definitions."""
     lines = [f"== {result.title} ({result.seconds:.0f} s)"]
@@ -325,9 +337,8 @@ def format_result(result: Result) -> str:
         lines.append(f"   {side}: {what}")
     for r in result.ratios:
         target = "" if r["target"] is None else f"target <= {r['target']:g}"
-        verdict = {True: "met", False: "MISSED", None: ""}[r["met"]]
         note = f"  ({r['note']})" if r["note"] else ""
-        lines.append(f"   {r['name']:<58} {r['value']:>9.4g}   {target:<16} {verdict}{note}")
+        lines.append(f"   {r['name']:<58} {r['value']:>9.4g}   {target:<16} {verdict(r)}{note}")
     for label, rows in result.profiles.items():
         lines.append(f"   profile of {label} (share of the total):")
         lines.extend(f"      {row['share']:>6.1%}  {row['function']}" for row in rows[:8])

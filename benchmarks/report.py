@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import verdict
+
 __all__ = ["LABELS", "ORDER", "load_results", "markdown_table"]
 
 #: Result files in the order of the issue's list, with the label of their rows.
@@ -40,7 +42,7 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
         title = LABELS.get(result["name"], result["name"])
         for r in result["ratios"]:
             target = "" if r["target"] is None else f"≤ {r['target']:g}"
-            verdict = {True: "met", False: "**missed**", None: ""}[r["met"]]
             note = f" ({r['note']})" if r.get("note") else ""
-            lines.append(f"| {title} | {r['name']}{note} | {r['value']:.4g} | {target} | {verdict} |")
+            shown = verdict(r, "**missed**")
+            lines.append(f"| {title} | {r['name']}{note} | {r['value']:.4g} | {target} | {shown} |")
     return "\n".join(lines)

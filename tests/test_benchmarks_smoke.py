@@ -26,6 +26,7 @@ from benchmarks.common import (
     count_model_calls,
     ratio,
     time_interleaved,
+    verdict,
 )
 from benchmarks.fakes import TokenMeter, fake_answer
 from benchmarks.report import load_results, markdown_table
@@ -210,6 +211,9 @@ def test_ratio_verdict() -> None:
     assert ratio("x", 0.3, 0.25)["met"] is False
     assert ratio("x", 0.25, 0.25)["met"] is True
     assert ratio("x", 9.0, None)["met"] is None
+    assert verdict(ratio("x", 0.45, 0.25)) == "MISSED by 0.2, 1.80x the target"
+    assert verdict(ratio("x", 0.2, 0.25)) == "met"
+    assert verdict(ratio("x", 9.0, None)) == ""
 
 
 def test_fake_answers_gravity_and_entity_memory_prompts() -> None:
