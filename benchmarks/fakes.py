@@ -2,8 +2,8 @@
 
 :func:`fake_answer` answers any prompt it is given with well-formed output: a GRAVITY extraction
 task (``FusedExtraction``, ``EntityExtraction``, ``EventExtraction``, ``TopicExtraction``,
-``BatchSummary``; found by the schema title in the prompt) gets JSON citing the batch's utterance
-ids; LangChain's ``ConversationEntityMemory`` prompts get a comma-separated entity list or an
+``BatchSummary``; found by its response model's name in the prompt) gets JSON citing the batch's
+utterance ids; LangChain's ``ConversationEntityMemory`` prompts get a comma-separated entity list or an
 updated one-line summary. Its answers grow with the batch (one entity per speaker, one event per
 four turns, one topic per ten), so completion tokens are of a plausible order, but they are the
 fake's, not a real model's.
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TokenMeter", "fake_answer"]
 
-_LINE = re.compile(r"^\[(?P<id>[^\]]+)\] \([^)]*\) (?P<speaker>[^:]+): (?P<text>.*)$", re.MULTILINE)
+_LINE = re.compile(r"^\[(?P<id>[^\]]+)\] (?:\([^)]*\) )?(?P<speaker>[^:]+): (?P<text>.*)$", re.MULTILINE)
 _CONVERSATION = re.compile(r"<CONVERSATION>\n(.*?)\n</CONVERSATION>", re.DOTALL)
 _KNOWN = re.compile(r"<KNOWN (?:ENTITIES|TOPICS)>\n(.*?)\n</KNOWN (?:ENTITIES|TOPICS)>", re.DOTALL)
 _CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
@@ -159,7 +159,8 @@ def _entity_memory_answer(prompt: str) -> str:
 def fake_answer(prompt: str) -> str:
     """A well-formed answer to a GRAVITY extraction prompt or a ConversationEntityMemory prompt."""
     for task in _TASKS:
-        if f'"title": "{task}"' in prompt:
+        # The task's response model names it: as the JSON schema's title, or as an outline's first line.
+        if f'"title": "{task}"' in prompt or f"\n{task}\n" in prompt:
             return _gravity_answer(task, prompt)
     return _entity_memory_answer(prompt)
 

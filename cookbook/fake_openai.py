@@ -2,8 +2,8 @@
 
 ``ChatOpenAI(base_url=server.url, api_key="fake")`` talks to it exactly as it talks to
 api.openai.com: same client, same HTTP requests, same response parsing. Only the answers are
-canned: :func:`recorded_answers` gives, for a GRAVITY extraction prompt, the recorded extraction of
-that session, and for a question, its recorded answer.
+canned: :func:`recorded_answers` gives, for a GRAVITY extraction prompt, the recorded extractions of
+the sessions its turns belong to, and for a question, its recorded answer.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from gravity_core.tokens import TokenCounter
 Answer = Callable[[list[dict[str, Any]]], str]
 """From the request's messages (``{"role", "content"}``) to the answer text."""
 
-_FIRST_TURN = re.compile(r"<CONVERSATION>\n(?:--- session .* ---\n)?\[(?P<session>[^\]:]+):")
+_CONVERSATION = re.compile(r"<CONVERSATION>\n(.*?)\n</CONVERSATION>", re.DOTALL)
+_TURN_ID = re.compile(r"^\[(?P<id>(?P<session>[^\]:]+):[^\]]+)\]", re.MULTILINE)
 
 
 class FakeOpenAI:
@@ -106,22 +107,49 @@ class FakeOpenAI:
         return Handler
 
 
+def _within(item: Any, batch: set[str]) -> Any:
+    """``item`` as a model that saw only ``batch`` would give it: ``None`` if it cites none of it.
+
+    Every object with ``sources`` keeps those of the batch; lists keep the items that remain.
+    """
+    if isinstance(item, list):
+        kept = [_within(value, batch) for value in item]
+        return [value for value in kept if value is not None]
+    if not isinstance(item, dict):
+        return item
+    if "sources" in item:
+        sources = [s for s in item["sources"] if s in batch]
+        if not sources:
+            return None
+        item = {**item, "sources": sources}
+    return {key: _within(value, batch) for key, value in item.items()}
+
+
 def recorded_answers(path: Path) -> Answer:
     """Answers from a recording: ``{"extractions": {session: json}, "answers": {question: text}}``.
 
-    An extraction prompt (its JSON schema names ``FusedExtraction``) gets the recorded extraction of
-    the session its first turn belongs to; any other request, the answer recorded for the text of
-    its last user message. Anything else raises ``LookupError`` (the server answers 400).
+    An extraction prompt (the fused prompt names ``FusedExtraction``) gets the recorded extractions
+    of the sessions its turns belong to, joined, each item citing only turns of the prompt (a batch
+    may hold the end of one session and the start of the next); any other request, the answer
+    recorded for the text of its last user message. Anything else raises ``LookupError`` (the
+    server answers 400).
     """
     recording = json.loads(path.read_text(encoding="utf-8"))
 
     def answer(messages: list[dict[str, Any]]) -> str:
         prompt = "\n".join(str(m.get("content", "")) for m in messages)
-        if '"title": "FusedExtraction"' in prompt:
-            first = _FIRST_TURN.search(prompt)
-            if first is None or first.group("session") not in recording["extractions"]:
+        conversation = _CONVERSATION.search(prompt)
+        if "FusedExtraction" in prompt and conversation is not None:
+            turns = list(_TURN_ID.finditer(conversation.group(1)))
+            sessions = list(dict.fromkeys(turn.group("session") for turn in turns))
+            if not sessions or any(s not in recording["extractions"] for s in sessions):
                 raise LookupError("an extraction prompt of an unrecorded session")
-            return json.dumps(recording["extractions"][first.group("session")])
+            batch = {turn.group("id") for turn in turns}
+            joined: dict[str, list[Any]] = {"entities": [], "events": [], "topics": []}
+            for session in sessions:
+                for key, items in recording["extractions"][session].items():
+                    joined.setdefault(key, []).extend(_within(items, batch))
+            return json.dumps(joined)
         question = next((str(m["content"]) for m in reversed(messages) if m.get("role") == "user"), "")
         if question not in recording["answers"]:
             raise LookupError(f"the question {question[:80]!r}")

@@ -1,13 +1,13 @@
 """Building the KB with OpenAI through langchain-openai, then answering with the same model.
 
-``LLMExtractor`` turns each session of the conversation into entities, events and topics with a
-chat model (``fused=True``: one request per batch of up to 40 turns, never across sessions).
+``LLMExtractor`` turns the conversation into entities, events and topics with a chat model
+(``fused=True``: one request per batch of 40 turns, filled across sessions).
 ``LangChainChatModel`` makes any LangChain chat model that model; here ``ChatOpenAI``, which is
 asked through ``with_structured_output`` and whose answers GRAVITY validates (re-asking on a bad
 one). Answers are cached beside the KB, so a rebuild or a resumed build makes no request.
 
 - With ``OPENAI_API_KEY`` set, the script uses OpenAI for real (``--model``, default gpt-4o-mini:
-  six extraction requests and one answer for the sample conversation, well under a cent).
+  three extraction requests and one answer for the sample conversation, well under a cent).
 - Without it, ``ChatOpenAI`` talks to a local fake of the OpenAI API (cookbook/fake_openai.py) that
   answers with the recorded extractions in cookbook/data/openai_recorded.json: the same client,
   requests and parsing, offline.
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             print(f"model: {args.model} on a local fake of the OpenAI API ({fake.url}), recorded answers")
 
-        # 2. Build: one request per session; the answers are cached under <kb>/cache.
+        # 2. Build: one request per 40 turns; the answers are cached under <kb>/cache.
         turns = load_conversation(SAMPLE)
         # The anchors' vectors stay offline; LangChainEmbedder(OpenAIEmbeddings()) would work too.
         embedder = MiniLMEmbedder()

@@ -32,6 +32,9 @@ from benchmarks.fakes import TokenMeter, fake_answer
 from benchmarks.report import load_results, markdown_table
 from benchmarks.synthetic import anchor_count, grow_kb, grow_rows
 from benchmarks.workspace import Workspace
+from gravity_core.build import plan_batches
+from gravity_core.loaders.locomo import load_locomo
+from gravity_core.prompts import PromptContext, build_fused_messages
 from gravity_core.schema import AnchorKind
 from gravity_core.testing import FakeChatModel
 
@@ -85,9 +88,17 @@ def test_build_cost_counts_every_mode_and_entity_memory(workspace: Workspace) ->
     _check(result, sides={"gravity", "entity_memory"})
     builds = result.figures["builds"]
     assert set(builds) == {"modules@2", "fused@2", "modules@4", "fused@4", "ConversationEntityMemory"}
+    samples = [load_locomo(TINY, sample) for sample in result.figures["samples"]]
     for batch in (2, 4):
-        assert builds[f"modules@{batch}"]["calls"] == 3 * builds[f"fused@{batch}"]["calls"]
+        # Three calls per batch of one session; one per batch filled across sessions.
+        per_session = sum(len(plan_batches(turns, batch)) for turns in samples)
+        spanning = sum(len(plan_batches(turns, batch, spans_sessions=True)) for turns in samples)
+        assert builds[f"modules@{batch}"]["calls"] == 3 * per_session
+        assert builds[f"fused@{batch}"]["calls"] == spanning
         assert builds[f"fused@{batch}"]["failed_batches"] == 0
+    assert builds["fused@4"]["calls"] == 3 < sum(len(plan_batches(turns, 4)) for turns in samples)
+    # No target at batches other than the 40.
+    assert all(r["target"] is None for r in result.ratios)
     memory_row = builds["ConversationEntityMemory"]
     # One extraction call per turn pair, plus at least one summary call (the speaker is always named).
     assert memory_row["calls"] > result.figures["utterances"] / 2
@@ -225,6 +236,11 @@ def test_fake_answers_gravity_and_entity_memory_prompts() -> None:
     assert {e["name"] for e in answer["entities"]} == {"Ann", "Bo"}
     assert answer["events"][0]["sources"] == ["D1:1"]
     assert answer["topics"][0]["sources"] == ["D1:1", "D1:2"]
+    # The prompt GRAVITY sends: the outline names the task, the turns carry no date of their own.
+    turns = load_locomo(TINY, "demo-1")
+    fused = build_fused_messages(PromptContext(utterances=tuple(turns)))
+    answer = json.loads(fake_answer("\n".join(m["content"] for m in fused)))
+    assert {source for e in answer["entities"] for source in e["sources"]} == {u.id for u in turns}
     extraction = "Last line of conversation (for extraction):\nHuman: Ann: I met Carol in Rome.\n\nOutput:"
     assert fake_answer(extraction) == "Ann, Carol, Rome"
     meter = TokenMeter()

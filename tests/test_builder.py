@@ -13,7 +13,9 @@ import pytest
 from gravity_core.build import AnchorBuilder, plan_batches
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError, InputDataError, ProviderError
+from gravity_core.extract.base import SessionSpanning
 from gravity_core.extract.llm import LLMExtractor
+from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import KnowledgeBase, Utterance
@@ -92,7 +94,8 @@ def fused_answer(messages: Sequence[Message]) -> str:
 def builder(tmp_path: Path, model: FakeChatModel, **kwargs: object) -> AnchorBuilder:
     store = AnchorStore(tmp_path / "kb")
     extractor = LLMExtractor(model, fused=True, cache=ResponseCache(store.cache_dir))
-    return AnchorBuilder(extractor, EMBEDDER, batch_size=4, store=store, **kwargs)  # type: ignore[arg-type]
+    kwargs.setdefault("batch_size", 4)  # one batch per 4-turn session
+    return AnchorBuilder(extractor, EMBEDDER, store=store, **kwargs)  # type: ignore[arg-type]
 
 
 def anchors(kb: KnowledgeBase) -> dict[str, object]:
@@ -104,6 +107,64 @@ def test_batches_never_cross_sessions() -> None:
     utts = conversation(sessions=2, turns=5)
     sizes = [(b[0].session, len(b)) for b in plan_batches(utts, 3)]
     assert sizes == [("session_1", 3), ("session_1", 2), ("session_2", 3), ("session_2", 2)]
+
+
+def test_batches_that_may_span_sessions_are_filled() -> None:
+    utts = conversation(sessions=3, turns=5)
+    spanning = plan_batches(utts, 4, spans_sessions=True)
+    assert [len(b) for b in spanning] == [4, 4, 4, 3]
+    assert [sorted({u.session for u in b}) for b in spanning][1] == ["session_1", "session_2"]
+    assert [u for b in spanning for u in b] == utts
+    assert [len(b) for b in plan_batches(utts, 4)] == [4, 1, 4, 1, 4, 1]
+
+
+def test_only_the_fused_llm_extractor_spans_sessions() -> None:
+    fused = LLMExtractor(FakeChatModel(fused_answer), fused=True)
+    modules = LLMExtractor(FakeChatModel([]))
+    offline = OfflineExtractor(EMBEDDER)
+    assert isinstance(fused, SessionSpanning) and fused.spans_sessions
+    assert not modules.spans_sessions
+    assert not (isinstance(offline, SessionSpanning) and offline.spans_sessions)
+    report = AnchorBuilder(offline, EMBEDDER, batch_size=8).add(conversation(sessions=2))
+    assert report.batches == 2  # the offline extractor keeps one batch per session
+
+
+def test_two_short_sessions_make_one_fused_call(tmp_path: Path) -> None:
+    model = FakeChatModel(fused_answer)
+    b = builder(tmp_path, model, batch_size=8)
+    report = b.add(conversation(sessions=2))
+    assert (report.batches, len(model.calls)) == (1, 1)
+    prompt = model.calls[0][-1]["content"]
+    assert "--- session session_1 --- 22 January 2024\n[S1:1] Maya:" in prompt
+    assert "--- session session_2 --- 5 February 2024\n[S2:1] Maya:" in prompt
+    # The topic cited both sessions: one snapshot each, as from two batches.
+    [topic] = b.kb.topics.values()
+    assert topic.sessions == ["session_1", "session_2"]
+    assert [s.sources for s in topic.arc] == [
+        ["S1:1", "S1:2", "S1:3", "S1:4"],
+        ["S2:1", "S2:2", "S2:3", "S2:4"],
+    ]
+    assert set(b.kb.utterances) == {u.id for u in conversation(sessions=2)}
+
+
+def test_a_failed_batch_across_sessions_is_retried_whole(tmp_path: Path) -> None:
+    failing = {"on": True}
+
+    def answer(messages: Sequence[Message]) -> str:
+        if failing["on"] and "[S2:1]" in messages[1]["content"]:
+            return "I cannot do that"
+        return fused_answer(messages)
+
+    b = builder(tmp_path, FakeChatModel(answer), batch_size=6)
+    report = b.add(conversation())
+    assert (report.batches, report.failed_batches) == (2, 1)
+    [failed] = b.kb.build.failed_batches
+    assert failed.utterance_ids == ["S1:1", "S1:2", "S1:3", "S1:4", "S2:1", "S2:2"]
+    failing["on"] = False
+    model = FakeChatModel(answer)
+    retried = builder(tmp_path, model, batch_size=6).retry_failed()
+    assert (retried.batches, retried.recovered_batches, len(model.calls)) == (1, 1, 1)
+    assert AnchorStore(tmp_path / "kb").load().kb.build.failed_batches == []
 
 
 def test_build_merges_all_batches_and_records_state_change(tmp_path: Path) -> None:

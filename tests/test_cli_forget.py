@@ -294,6 +294,10 @@ def llm_kb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, st
         model,
         "--embedder",
         "hashing",
+        # One batch per session: the answers are recorded per session (the fused default of 40
+        # turns would put both one-turn sessions in one batch).
+        "--batch-size",
+        "1",
     ]
     run_ok([*argv, "-q"], capsys)
     return kb, model

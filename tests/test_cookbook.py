@@ -127,8 +127,9 @@ def test_sgmem_with_and_without_gravity(tmp_path: Path) -> None:
 def test_openai_build_against_a_local_fake_of_the_api(tmp_path: Path) -> None:
     out = run_recipe("openai_langchain_build.py", "--workdir", str(tmp_path / "work"), cwd=tmp_path)
     assert "on a local fake of the OpenAI API" in out
-    # Fused extraction: one request per session; the KB then holds what the recorded answers say.
-    assert re.search(r"build: 96 turns in 6 batches, 0 failed; 6 requests, [1-9]\d* prompt", out)
+    # Fused extraction: one request per 40 turns, across the 6 sessions; the KB then holds what the
+    # recorded answers say.
+    assert re.search(r"build: 96 turns in 3 batches, 0 failed; 3 requests, [1-9]\d* prompt", out)
     assert "build again: 0 added, 96 already known; 0 requests" in out
     assert "rebuild from scratch: 96 turns; 0 requests" in out
     assert "city: Leeds -> Bristol (since 2024-04-06" in out
@@ -162,7 +163,7 @@ def test_cli_openai_model_against_the_same_fake(tmp_path: Path) -> None:
             [*args, "--model", "openai:gpt-4o-mini"], env=env, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        assert len(fake.requests) == len(session_sizes())  # fused: one request per session
+        assert len(fake.requests) == 3  # fused: 96 turns in batches of 40, across sessions
         assert all(r["model"] == "gpt-4o-mini" and "response_format" in r for r in fake.requests)
     maya = AnchorStore(kb_dir).load().kb.entities["maya"]
     assert {a.name: a.value for a in maya.current_attributes()}["city"] == "Bristol"
@@ -173,7 +174,7 @@ def test_cli_openai_model_against_the_same_fake(tmp_path: Path) -> None:
 def test_openai_build_with_the_real_api(tmp_path: Path) -> None:
     out = run_recipe("openai_langchain_build.py", cwd=tmp_path, keep_openai_key=True, timeout=600)
     assert "model: OpenAI gpt-4o-mini" in out
-    assert re.search(r"build: 96 turns in 6 batches, 0 failed; \d+ requests", out)
+    assert re.search(r"build: 96 turns in 3 batches, 0 failed; \d+ requests", out)
     assert "build again: 0 added, 96 already known; 0 requests" in out
     assert "Harbourside" in out.split("\nA: ", 1)[1]
 

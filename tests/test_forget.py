@@ -265,10 +265,10 @@ def fused_answer(messages: Sequence[Message]) -> str:
     )
 
 
-def llm_builder(folder: Path, model: FakeChatModel) -> AnchorBuilder:
+def llm_builder(folder: Path, model: FakeChatModel, batch_size: int = 4) -> AnchorBuilder:
     store = AnchorStore(folder)
     extractor = LLMExtractor(model, fused=True, cache=ResponseCache(store.cache_dir))
-    return AnchorBuilder(extractor, EMBEDDER, batch_size=4, store=store)
+    return AnchorBuilder(extractor, EMBEDDER, batch_size=batch_size, store=store)
 
 
 def files_holding(folder: Path, needle: str) -> list[Path]:
@@ -308,6 +308,29 @@ def test_llm_kb_forget_is_the_build_without_and_leaves_no_byte_of_it(tmp_path: P
     assert report.cache_entries_removed == 2
     assert len(list((tmp_path / "kb" / "cache").glob("*/*.json"))) == 2
     assert files_holding(tmp_path / "kb", "Biscuit1x1")  # what remains is still there
+
+
+def test_a_forget_of_batches_across_sessions_is_the_build_without_it(tmp_path: Path) -> None:
+    utterances = chat()
+    builder = llm_builder(tmp_path / "kb", FakeChatModel(fused_answer), batch_size=6)
+    built = builder.add(utterances)
+    assert built.batches == 2  # S1:1..S2:2 and S2:3..S3:4: each holds a part of session 2
+
+    model = FakeChatModel(fused_answer)
+    report = llm_builder(tmp_path / "kb", model, batch_size=6).forget(ForgetRequest(sessions=("session_2",)))
+
+    reference = llm_builder(tmp_path / "ref", FakeChatModel(fused_answer), batch_size=6)
+    reference.add([u for u in utterances if u.session != "session_2"])
+    assert kb_data(AnchorStore(tmp_path / "kb").load().kb) == kb_data(reference.kb)
+    assert_same_vectors(AnchorStore(tmp_path / "kb").load().vectors, reference.vectors)
+    # The rebuild's batches, S1:1..S3:2 and S3:3..S3:4, were never asked before.
+    assert [re.findall(r"^\[(S\d+:\d+)\]", c[-1]["content"], flags=re.MULTILINE)[0] for c in model.calls] == [
+        "S1:1",
+        "S3:3",
+    ]
+    assert (report.forgotten, report.remaining, report.cache_entries_removed) == (4, 8, 2)
+    for turn in ("1", "2", "3", "4"):
+        assert files_holding(tmp_path / "kb", f"Biscuit2x{turn}") == []
 
 
 def test_forgotten_turn_vectors_and_anchor_rows_are_gone(

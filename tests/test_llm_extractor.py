@@ -13,12 +13,16 @@ from gravity_core.extract.base import Extractor
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.llm import Message, ResponseCache
 from gravity_core.prompts import (
+    DEFAULT_MAX_KNOWN_ENTITIES,
+    DEFAULT_MAX_KNOWN_TOPICS,
     ENTITIES,
     EVENTS,
+    FUSED,
     TOPICS,
     EventExtraction,
     PromptContext,
     default_prompts,
+    render_outline,
     render_schema,
 )
 from gravity_core.schema import (
@@ -278,8 +282,10 @@ def test_prompts_show_every_utterance_and_known_names(batch: list[Utterance], kb
     LLMExtractor(model, fused=True).extract(batch, kb)
     for call in model.calls:
         user = call[-1]["content"]
+        # The day once, in the session's header; each line only its id, speaker and text.
+        assert user.count("--- session S2 --- 8 May 2023\n") == 1 and "(8 May 2023)" not in user
         for u in batch:
-            assert f"[{u.id}] (8 May 2023) {u.speaker}: {u.text}" in user
+            assert f"\n[{u.id}] {u.speaker}: {u.text}\n" in user
         assert "- Caroline (person)" in user
         assert "- Melanie (person; also called Mel)" in user
         assert user.index("Caroline (person)") < user.index("Melanie (person")  # most mentioned first
@@ -287,7 +293,7 @@ def test_prompts_show_every_utterance_and_known_names(batch: list[Utterance], kb
     topic_prompts += [c[-1]["content"] for c in model.calls if "FusedExtraction" in c[-1]["content"]]
     assert len(topic_prompts) == 2
     for user in topic_prompts:
-        assert "- [t1] Melanie's painting (keywords: painting, art)" in user
+        assert "- [t1] Melanie's painting (art)" in user  # the keywords the label does not say
 
 
 @pytest.mark.parametrize("task", list(default_prompts()))
@@ -295,7 +301,9 @@ def test_every_prompt_embeds_its_response_schema(task: str, batch: list[Utteranc
     library = default_prompts()
     messages = library.build(task, PromptContext(utterances=tuple(batch)))
     assert [m["role"] for m in messages] == ["system", "user"]
-    assert render_schema(library.response_model(task)) in messages[-1]["content"]
+    # The fused prompt shows the schema's outline; the others its JSON schema.
+    render = render_outline if task == FUSED else render_schema
+    assert render(library.response_model(task)) in messages[-1]["content"]
     for u in batch:
         assert f"[{u.id}]" in messages[-1]["content"]
 
@@ -309,7 +317,8 @@ def test_known_lists_are_capped_most_mentioned_first(batch: list[Utterance]) -> 
             id=f"t{i}", label=f"Topic{i:02d}", sources=[f"x{j}" for j in range(i)]
         )
     context = PromptContext.from_kb(batch, kb)
-    assert len(context.known_entities) == 40 and len(context.known_topics) == 30
+    assert (len(context.known_entities), len(context.known_topics)) == (40, 20)
+    assert (DEFAULT_MAX_KNOWN_ENTITIES, DEFAULT_MAX_KNOWN_TOPICS) == (40, 20)
     assert context.known_entities[0].name == "Person49"
     assert "Person09" not in {e.name for e in context.known_entities}
     assert context.known_topics[0].id == "t34"

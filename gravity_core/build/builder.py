@@ -20,7 +20,7 @@ from gravity_core.errors import (
     ProviderError,
     UnexpectedModelOutput,
 )
-from gravity_core.extract.base import Extractor, FileCaching, TurnVectorReader
+from gravity_core.extract.base import Extractor, FileCaching, SessionSpanning, TurnVectorReader
 from gravity_core.file_cache import prune_folder
 from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.journal import JournalEncoder
@@ -41,8 +41,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Utterances per extractor call. A LoCoMo session (about 20-35 turns) fits in one batch, so the
-#: fused LLM extractor makes roughly one call per session (well under 0.05 calls per utterance).
+#: Utterances per extractor call. The fused LLM extractor fills its batches across sessions (about
+#: 0.026 calls per utterance on LoCoMo); an extractor that keeps sessions apart makes at least one
+#: call per session.
 DEFAULT_BATCH_SIZE = 40
 
 #: How much of a failed batch's last answer the build log keeps (a runaway answer can be megabytes).
@@ -79,11 +80,20 @@ def _cut(text: str) -> str:
     return text[:MAX_RAW_OUTPUT_CHARS] + f"\n[... {len(text) - MAX_RAW_OUTPUT_CHARS} more characters cut]"
 
 
-def plan_batches(utterances: Sequence[Utterance], batch_size: int) -> list[list[Utterance]]:
-    """Split into runs of at most ``batch_size`` consecutive utterances, never across sessions."""
+def plan_batches(
+    utterances: Sequence[Utterance], batch_size: int, *, spans_sessions: bool = False
+) -> list[list[Utterance]]:
+    """Split into runs of at most ``batch_size`` consecutive utterances.
+
+    A run never holds two sessions unless ``spans_sessions``; then every run but the last is full.
+    """
     batches: list[list[Utterance]] = []
     for utterance in utterances:
-        if batches and batches[-1][-1].session == utterance.session and len(batches[-1]) < batch_size:
+        if (
+            batches
+            and len(batches[-1]) < batch_size
+            and (spans_sessions or batches[-1][-1].session == utterance.session)
+        ):
             batches[-1].append(utterance)
         else:
             batches.append([utterance])
@@ -110,7 +120,8 @@ class AnchorBuilder:
     Args:
         extractor: what turns a batch into observations.
         embedder: embeds the anchors' compact texts for reranking at query time.
-        batch_size: utterances per extractor call.
+        batch_size: utterances per extractor call; a batch keeps to one session unless the
+            extractor spans sessions (:class:`~gravity_core.extract.base.SessionSpanning`).
         store: where to save; when it holds a KB, building continues from it.
         checkpoint_every: batches between saves (with a store).
 
@@ -140,6 +151,7 @@ class AnchorBuilder:
         # Turn vectors are kept only for an extractor that reads them (the offline one does).
         reads_turns = isinstance(extractor, TurnVectorReader) and extractor.turn_embedder == embedder.name
         self._kinds = (*ANCHOR_KINDS, TURN_KIND) if reads_turns else ANCHOR_KINDS
+        self._spans_sessions = isinstance(extractor, SessionSpanning) and extractor.spans_sessions
         self._pending_turns: dict[str, str] = {}
         self._generation: int | None = None
         self._journal_end = 0  # where this builder's last checkpoint ends in the store's journal
@@ -207,7 +219,7 @@ class AnchorBuilder:
         report = BuildReport()
         fresh = self._fresh(utterances, report)
         batch_size = batch_size or self.batch_size
-        batches = plan_batches(fresh, batch_size)
+        batches = plan_batches(fresh, batch_size, spans_sessions=self._spans_sessions)
         self.kb.build.extractor = self.extractor.name
         self.kb.build.embedder = self.embedder.name
         self.kb.build.batch_size = batch_size

@@ -13,7 +13,7 @@ from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 if TYPE_CHECKING:
     from gravity_core.file_cache import RecordedFiles
 
-__all__ = ["Extractor", "FileCaching", "TurnVectorReader"]
+__all__ = ["Extractor", "FileCaching", "SessionSpanning", "TurnVectorReader"]
 
 
 @runtime_checkable
@@ -63,4 +63,19 @@ class FileCaching(Protocol):
 
     def caches(self) -> list[RecordedFiles]:
         """The extractor's file caches."""
+        ...
+
+
+@runtime_checkable
+class SessionSpanning(Protocol):
+    """An extractor that says whether its batches may run across a session boundary.
+
+    By default the builder never puts two sessions in one batch. An extractor whose prompt marks
+    each session (the fused LLM extractor) can take batches filled up to the batch size instead,
+    so short sessions share a model call.
+    """
+
+    @property
+    def spans_sessions(self) -> bool:
+        """True if a batch may hold the end of one session and the start of the next."""
         ...

@@ -290,8 +290,9 @@ class LLMExtractor:
     """Extracts entities, events and topics from a batch with a chat model.
 
     In module mode (the default) it makes one call per module; with ``fused=True`` one call
-    returns all three. Event and relation time phrases are normalized against the timestamp of
-    the first utterance they cite.
+    returns all three, and the builder fills its batches across sessions (:attr:`spans_sessions`).
+    Event and relation time phrases are normalized against the timestamp of the first utterance
+    they cite.
 
     Args:
         model: the chat model.
@@ -367,6 +368,14 @@ class LLMExtractor:
     def name(self) -> str:
         """``llm:<model_name>:fused`` or ``llm:<model_name>:modules``."""
         return f"llm:{self.model.model_name}:{'fused' if self.fused else 'modules'}"
+
+    @property
+    def spans_sessions(self) -> bool:
+        """True in fused mode: its prompt marks each session, so a batch may hold several.
+
+        In module mode batches keep to one session each, as before.
+        """
+        return self.fused
 
     def caches(self) -> list[RecordedFiles]:
         """The file caches a forget prunes: the response cache, if any."""

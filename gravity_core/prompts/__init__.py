@@ -38,6 +38,7 @@ from gravity_core.prompts.injection import (
     BlockTemplate,
     InjectionTemplate,
 )
+from gravity_core.prompts.outline import render_outline
 from gravity_core.prompts.registry import (
     ENTITIES,
     EVENTS,
@@ -96,6 +97,7 @@ __all__ = [
     "default_prompts",
     "render_known_entities",
     "render_known_topics",
+    "render_outline",
     "render_schema",
     "render_utterances",
 ]

@@ -25,8 +25,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_KNOWN_ENTITIES = 40
-DEFAULT_MAX_KNOWN_TOPICS = 30
+DEFAULT_MAX_KNOWN_TOPICS = 20
 _NONE_YET = "(none yet)"
+_KEYWORDS_SHOWN = 3
 
 
 @dataclass(frozen=True)
@@ -108,15 +109,22 @@ def _day(utterance: Utterance) -> str:
 
 
 def render_utterances(utterances: Sequence[Utterance]) -> str:
-    """One line per utterance, ``[id] (date) speaker: text``, with a header at each new session."""
+    """One line per utterance, ``[id] speaker: text``, under a header at each new session.
+
+    The header, ``--- session <session> --- <day>``, gives the day of the session's first utterance;
+    a line said on another day shows its own, ``[id] (<day>) speaker: text``.
+    """
     lines: list[str] = []
     session: str | None = None
+    session_day = ""
     for u in utterances:
+        day = _day(u)
         if u.session != session:
-            session = u.session
-            lines.append(f"--- session {session} ---")
+            session, session_day = u.session, day
+            lines.append(f"--- session {session} --- {day}")
         text = " ".join(u.full_text().split())
-        lines.append(f"[{u.id}] ({_day(u)}) {u.speaker}: {text}")
+        said = "" if day == session_day else f"({day}) "
+        lines.append(f"[{u.id}] {said}{u.speaker}: {text}")
     return "\n".join(lines)
 
 
@@ -132,12 +140,14 @@ def render_known_entities(entities: Sequence[KnownEntity]) -> str:
 
 
 def render_known_topics(topics: Sequence[KnownTopic]) -> str:
-    """One line per known topic: id, label and keywords."""
+    """One line per known topic: id, label and its first keywords that are not words of the label."""
     if not topics:
         return _NONE_YET
     lines = []
     for t in topics:
-        keywords = f" (keywords: {', '.join(t.keywords)})" if t.keywords else ""
+        in_label = set(t.label.casefold().split())
+        extra = [k for k in t.keywords if k.casefold() not in in_label][:_KEYWORDS_SHOWN]
+        keywords = f" ({', '.join(extra)})" if extra else ""
         lines.append(f"- [{t.id}] {t.label}{keywords}")
     return "\n".join(lines)
 

@@ -34,15 +34,15 @@ class ExtractedAttribute(BaseModel):
         description="Attribute name in snake_case, e.g. 'occupation', 'location', 'relationship_status', "
         "'hobby', 'favorite_food'."
     )
-    value: str = Field(description="The value, short and specific, e.g. 'counselor' or 'Boston'.")
+    value: str = Field(description="Short, specific value, e.g. 'counselor' or 'Boston'.")
     exclusive: bool = Field(
         default=False,
-        description="true when only one value can hold at a time (occupation, location, "
+        description="true if only one value holds at a time (occupation, location, "
         "relationship_status, age, ...): a new value replaces the old one. false when values "
         "accumulate (hobbies, likes, skills).",
     )
     confidence: float = Field(
-        default=0.7, description="How sure the conversation makes this, between 0 and 1."
+        default=0.7, description="Certainty from 0 to 1: how sure the conversation makes this."
     )
     sources: StrList = Field(description="Ids of the utterances that state it, e.g. ['D1:3'].")
 
@@ -54,17 +54,17 @@ class ExtractedRelation(BaseModel):
         description="Relation type in snake_case, read as '<entity> <relation> <object>', "
         "e.g. 'sister_of', 'friend_of', 'owns', 'works_at', 'member_of'."
     )
-    object: str = Field(description="Name of the related entity, or a literal value.")
+    object: str = Field(description="The related entity's name, or a literal value.")
     object_type: LenientEntityType | None = Field(
         default=None, description="Type of the related entity, if it is one."
     )
     when: OptionalText = Field(
         default=None,
-        description="Time phrase exactly as written in the conversation if the relation is dated "
-        "(e.g. 'since 2019', 'last year'); null otherwise.",
+        description="Time phrase exactly as written, if the relation is dated (e.g. 'since 2019', "
+        "'last year'); null otherwise.",
     )
     confidence: float = Field(
-        default=0.7, description="How sure the conversation makes this, between 0 and 1."
+        default=0.7, description="Certainty from 0 to 1: how sure the conversation makes this."
     )
     sources: StrList = Field(description="Ids of the utterances that state it.")
 
@@ -80,16 +80,16 @@ class ExtractedEntity(BaseModel):
         description="One of: " + ", ".join(t.value for t in EntityType) + ".",
     )
     aliases: StrList = Field(
-        default_factory=list, description="Other names used for it in the conversation (nicknames, 'my mom')."
+        default_factory=list, description="Other names for it in the conversation (nicknames, 'my mom')."
     )
-    is_speaker: bool = Field(default=False, description="true if the entity is one of the speakers.")
+    is_speaker: bool = Field(default=False, description="true if it is one of the speakers.")
     attributes: list[ExtractedAttribute] = Field(
         default_factory=list, description="Facts about the entity itself."
     )
     relations: list[ExtractedRelation] = Field(
-        default_factory=list, description="Links from this entity to other entities or values."
+        default_factory=list, description="Links to other entities or values."
     )
-    sources: StrList = Field(description="Ids of all the utterances that mention the entity.")
+    sources: StrList = Field(description="Ids of every utterance that mentions it.")
 
 
 class EntityExtraction(BaseModel):
@@ -107,16 +107,11 @@ ENTITY_EXTRACTION_SYSTEM = (
 )
 
 ENTITY_GUIDELINES = """\
-Entity guidelines:
-- Include the speakers themselves (is_speaker: true) and everyone and everything they talk about \
-that matters for remembering them later. Skip generic nouns ("stuff", "a day").
-- If an entity is one of the known entities, use exactly its known name; put any new nickname in \
-aliases.
-- Attributes describe the entity itself (occupation, location, relationship_status, age, hobby, \
-pet, goal, ...). Set exclusive to true for attributes that can hold only one value at a time.
-- Relations link the entity to another entity or value; list each relation once, on the entity \
-it starts from (e.g. Caroline sister_of Anna is listed under Caroline).
-- Only state what the utterances say or clearly imply."""
+Entities:
+- The speakers and whoever and whatever they mention that is worth remembering; no generic nouns.
+- A known entity keeps its exact known name; a new nickname goes in aliases.
+- Each relation once, on the entity it starts from (Caroline sister_of Anna goes under Caroline).
+- Only what the utterances say or clearly imply."""
 
 ENTITY_EXTRACTION_USER = """\
 <KNOWN ENTITIES>

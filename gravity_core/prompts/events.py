@@ -31,16 +31,15 @@ class ExtractedEvent(BaseModel):
     what: str = Field(description="What happened, as a short self-contained sentence.")
     when: OptionalText = Field(
         default=None,
-        description="The time phrase exactly as written in the conversation, e.g. 'yesterday', "
-        "'last Friday', 'in June 2022', 'two weeks ago'; null if the conversation gives none. "
-        "Do not compute a date.",
+        description="The time phrase exactly as written, e.g. 'yesterday', 'last Friday', "
+        "'in June 2022', 'two weeks ago'; null if the conversation gives none. Do not compute a date.",
     )
     where: OptionalText = Field(default=None, description="Where it happened, if stated; else null.")
     outcome: OptionalText = Field(
-        default=None, description="The result or consequence, if stated; else null."
+        default=None, description="Its result or consequence, if stated; else null."
     )
     sources: StrList = Field(
-        description="Ids of the utterances that report the event; the one with the time phrase first."
+        description="Ids of the utterances that report it; the one with the time phrase first."
     )
 
 
@@ -59,13 +58,12 @@ EVENT_EXTRACTION_SYSTEM = (
 )
 
 EVENT_GUIDELINES = """\
-Event guidelines:
-- An event is something that happened, happens or is planned at some time: a trip, a meeting, a \
-purchase, a decision, a milestone. Opinions and standing facts are not events.
-- who: use the known entity names when they apply; a speaker who says "I" is named.
-- when: copy the time phrase word for word from the utterance ("yesterday", "last weekend", \
-"in 2019"); never turn it into a date yourself. Use null if no time is given.
-- One record per distinct event; do not split one event across records."""
+Events:
+- Something that happened, happens or is planned (a trip, a purchase, a decision, a milestone); not \
+opinions or standing facts. One record per event.
+- who: names, also for a speaker who says "I"; reuse known names.
+- when: the time phrase copied word for word ("yesterday", "in 2019"), never turned into a date; \
+null if none."""
 
 EVENT_EXTRACTION_USER = """\
 <KNOWN ENTITIES>

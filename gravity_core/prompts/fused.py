@@ -9,12 +9,12 @@ from gravity_core.prompts.context import (
     PromptContext,
     render_known_entities,
     render_known_topics,
-    render_schema,
     render_utterances,
     system_user,
 )
 from gravity_core.prompts.entities import ENTITY_GUIDELINES, ExtractedEntity
 from gravity_core.prompts.events import EVENT_GUIDELINES, ExtractedEvent
+from gravity_core.prompts.outline import render_outline
 from gravity_core.prompts.topics import TOPIC_GUIDELINES, ExtractedTopic
 
 __all__ = [
@@ -29,21 +29,15 @@ class FusedExtraction(BaseModel):
     """Answer of the fused task: the three module answers in one object."""
 
     entities: list[ExtractedEntity] = Field(
-        description="Every entity mentioned in the conversation; an empty list if there is none."
+        description="Every entity mentioned; an empty list if there is none."
     )
-    events: list[ExtractedEvent] = Field(
-        description="Every event reported in the conversation; an empty list if there is none."
-    )
-    topics: list[ExtractedTopic] = Field(
-        description="The topics of the conversation; an empty list if there is none."
-    )
+    events: list[ExtractedEvent] = Field(description="Every event reported; an empty list if there is none.")
+    topics: list[ExtractedTopic] = Field(description="The topics discussed; an empty list if there is none.")
 
 
 FUSED_EXTRACTION_SYSTEM = (
-    "You turn a conversation into structured memory: profiles of the entities mentioned, records "
-    "of the events reported (who, what, when, where, outcome), and the topics discussed per "
-    "session. Every item cites the ids of the utterances it comes from. You answer with one JSON "
-    "object and nothing else."
+    "You turn a conversation into structured memory: entities, events and topics, each citing the "
+    "utterances it comes from. You answer with one JSON object and nothing else."
 )
 
 FUSED_EXTRACTION_USER = """\
@@ -59,7 +53,8 @@ FUSED_EXTRACTION_USER = """\
 {utterances}
 </CONVERSATION>
 
-Extract the entities, events and topics of the conversation above.
+Extract the entities, events and topics of the conversation above. Every "sources" list holds ids \
+exactly as shown in brackets (e.g. "{example_id}"), only of utterances that support the item.
 
 {entity_guidelines}
 
@@ -67,11 +62,7 @@ Extract the entities, events and topics of the conversation above.
 
 {topic_guidelines}
 
-Sources:
-- Every "sources" list holds ids exactly as shown in square brackets, e.g. "{example_id}", and only \
-ids of utterances that support the item.
-
-Answer with a JSON object that follows this JSON schema:
+Answer with one JSON object of this shape (field?: optional, = its default):
 {schema}"""
 
 
@@ -92,6 +83,6 @@ def build_fused_messages(context: PromptContext) -> list[Message]:
         event_guidelines=EVENT_GUIDELINES,
         topic_guidelines=TOPIC_GUIDELINES,
         example_id=context.example_id,
-        schema=render_schema(FusedExtraction),
+        schema=render_outline(FusedExtraction),
     )
     return system_user(FUSED_EXTRACTION_SYSTEM, user)

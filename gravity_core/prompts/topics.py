@@ -32,17 +32,17 @@ class ExtractedTopic(BaseModel):
         default=None,
         description="Id of the known topic this continues (e.g. 't3'), or null for a new topic.",
     )
-    label: str = Field(description="Short label of the topic, 2 to 6 words.")
-    keywords: StrList = Field(default_factory=list, description="3 to 8 keywords of the topic.")
+    label: str = Field(description="Short label, 2 to 6 words.")
+    keywords: StrList = Field(default_factory=list, description="3 to 8 keywords.")
     participants: StrList = Field(
-        default_factory=list, description="Names of the speakers or entities involved in it."
+        default_factory=list, description="Names of the speakers or entities involved."
     )
-    summary: str = Field(description="What was said about the topic in this session, in 1 to 3 sentences.")
+    summary: str = Field(description="What this session said about the topic, in 1 to 3 sentences.")
     facts: StrList = Field(
         default_factory=list,
-        description="Key facts stated about the topic, each a short self-contained sentence.",
+        description="Key facts stated about it, each a short self-contained sentence.",
     )
-    sources: StrList = Field(description="Ids of the utterances about the topic, all from the same session.")
+    sources: StrList = Field(description="Ids of its utterances, all from the same session.")
 
 
 class TopicExtraction(BaseModel):
@@ -61,13 +61,10 @@ TOPIC_EXTRACTION_SYSTEM = (
 )
 
 TOPIC_GUIDELINES = """\
-Topic guidelines:
-- A topic is a subject the speakers spend several turns on (a hobby, a project, a family matter, a \
-trip). Small talk and greetings are not topics.
-- If a topic continues one of the known topics, set topic_id to that topic's id and keep its label; \
-otherwise set topic_id to null.
-- Give one entry per topic and session: if a topic comes up in two sessions of this conversation \
-excerpt, give two entries, each citing only utterances of its own session."""
+Topics:
+- A subject the speakers spend several turns on; not small talk.
+- Continuing a known topic: set topic_id to its id and keep its label.
+- One entry per topic and session."""
 
 TOPIC_EXTRACTION_USER = """\
 <KNOWN TOPICS>

@@ -60,9 +60,13 @@ def ordered(kb: KnowledgeBase, *, build: bool = True) -> str:
     return json.dumps(data)
 
 
-def llm_builder(folder: Path, model: FakeChatModel | None = None, **kwargs: Any) -> AnchorBuilder:
+def llm_builder(
+    folder: Path, model: FakeChatModel | None = None, *, batch_size: int = 3, **kwargs: Any
+) -> AnchorBuilder:
+    """A fused LLM build; its batches may span sessions, so the tests that count batches use a batch
+    size that divides their sessions (3 for 6-turn sessions, 2 for 4-turn ones): two per session."""
     extractor = LLMExtractor(model or FakeChatModel(good_answer), fused=True)
-    return AnchorBuilder(extractor, EMBEDDER, batch_size=3, store=AnchorStore(folder), **kwargs)
+    return AnchorBuilder(extractor, EMBEDDER, batch_size=batch_size, store=AnchorStore(folder), **kwargs)
 
 
 @pytest.fixture
@@ -187,11 +191,16 @@ def test_readers_see_the_last_generation_not_the_journal(tmp_path: Path, never_f
 # -- the journal's own safety ---------------------------------------------------------------------
 
 
+def halves_builder(folder: Path, model: FakeChatModel | None = None, **kwargs: Any) -> AnchorBuilder:
+    """:func:`llm_builder` for the 4-turn sessions of this section: two batches a session."""
+    return llm_builder(folder, model, batch_size=2, **kwargs)
+
+
 @pytest.fixture
 def journaled(tmp_path: Path, never_fold: None) -> Iterator[Path]:
     """A KB folder with a generation and a journal of several records after it (a build stopped)."""
     folder = tmp_path / "kb"
-    llm_builder(folder).add(conversation(sessions=1))
+    halves_builder(folder).add(conversation(sessions=1))
 
     class Stop(BaseException):
         pass
@@ -205,7 +214,7 @@ def journaled(tmp_path: Path, never_fold: None) -> Iterator[Path]:
         return good_answer(messages)
 
     with pytest.raises(Stop):
-        llm_builder(folder, FakeChatModel(stops), checkpoint_every=1).add(conversation(sessions=6))
+        halves_builder(folder, FakeChatModel(stops), checkpoint_every=1).add(conversation(sessions=6))
     yield folder
 
 
@@ -231,7 +240,7 @@ def test_a_torn_last_record_is_ignored_and_cut_by_the_next_checkpoint(journaled:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(AnchorStore, "checkpoint", checkpoint)
-        llm_builder(journaled, checkpoint_every=1).add(conversation(sessions=6))
+        halves_builder(journaled, checkpoint_every=1).add(conversation(sessions=6))
     first = after_next[0]
     assert len(first) == 9 and all(line.endswith(b"\n") for line in first), "the torn half is gone"
 
@@ -247,9 +256,9 @@ def test_a_damaged_record_stops_the_replay_at_the_records_before_it(journaled: P
     first_three = AnchorStore(journaled).resume()
     assert first_three is not None and ordered(resumed.kb) == ordered(first_three.kb)
     (journaled / JOURNAL).write_bytes(b"".join([*lines[:3], bytes(damaged), *lines[4:]]))
-    finished = llm_builder(journaled)
+    finished = halves_builder(journaled)
     finished.add(conversation(sessions=6))
-    reference = llm_builder(journaled.parent / "ref")
+    reference = halves_builder(journaled.parent / "ref")
     reference.add(conversation(sessions=1))
     reference.add(conversation(sessions=6))
     assert comparable(AnchorStore(journaled).load().kb) == comparable(reference.kb)
@@ -257,13 +266,13 @@ def test_a_damaged_record_stops_the_replay_at_the_records_before_it(journaled: P
 
 def test_a_journal_of_another_generation_is_ignored_and_removed_by_the_next_save(journaled: Path) -> None:
     stale = (journaled / JOURNAL).read_bytes()
-    llm_builder(journaled).add(conversation(sessions=6))  # resumes, ends with a save
+    halves_builder(journaled).add(conversation(sessions=6))  # resumes, ends with a save
     assert not (journaled / JOURNAL).exists()
     (journaled / JOURNAL).write_bytes(stale)  # its records follow the generation before
     resumed = AnchorStore(journaled).resume()
     assert resumed is not None and resumed.journal_end == 0
     assert ordered(resumed.kb) == ordered(AnchorStore(journaled).load().kb)
-    llm_builder(journaled).add(conversation(sessions=7))
+    halves_builder(journaled).add(conversation(sessions=7))
     assert not (journaled / JOURNAL).exists()
 
 
@@ -271,7 +280,7 @@ def test_a_full_disk_at_a_checkpoint_keeps_the_journal_and_the_build_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, never_fold: None
 ) -> None:
     folder = tmp_path / "kb"
-    llm_builder(folder).add(conversation(sessions=1))
+    halves_builder(folder).add(conversation(sessions=1))
     calls = {"n": 0}
     real = AnchorStore.checkpoint
 
@@ -283,11 +292,11 @@ def test_a_full_disk_at_a_checkpoint_keeps_the_journal_and_the_build_resumes(
 
     monkeypatch.setattr(AnchorStore, "checkpoint", fills_up)
     with pytest.raises(StorageAccessError, match=r"journal\.jsonl in KB folder .*No space left on device"):
-        llm_builder(folder, checkpoint_every=1).add(conversation(sessions=4))
+        halves_builder(folder, checkpoint_every=1).add(conversation(sessions=4))
     monkeypatch.undo()
     assert len(records(folder)) == 3
-    llm_builder(folder).add(conversation(sessions=4))
-    reference = llm_builder(tmp_path / "ref")
+    halves_builder(folder).add(conversation(sessions=4))
+    reference = halves_builder(tmp_path / "ref")
     reference.add(conversation(sessions=1))
     reference.add(conversation(sessions=4))
     assert comparable(AnchorStore(folder).load().kb) == comparable(reference.kb)
