@@ -154,7 +154,18 @@ class UserBuildResult:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB (0 where the platform does not say)."""
+    """This process's peak resident memory in MB (0 where the platform does not say).
+
+    Read from ``VmHWM`` where /proc has it: Linux keeps ``ru_maxrss`` across ``exec``, so a spawned
+    worker's ``ru_maxrss`` is at least what its parent held when it forked.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     try:
         import resource
     except ImportError:  # Windows

@@ -20,7 +20,13 @@ from benchmarks.conversation import synthetic_conversation
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, InputDataError
-from gravity_core.many_users import ManyUsersSettings, UserConversation, build_users, conversations_in
+from gravity_core.many_users import (
+    ManyUsersSettings,
+    UserConversation,
+    build_users,
+    conversations_in,
+    peak_rss_mb,
+)
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
 from gravity_core.users import UserKBs
@@ -190,3 +196,13 @@ def test_the_cli_builds_a_folder_of_conversations_and_lists_the_failures(
     assert "field 'timestamp'" in results["user-bad"]["error"]
     assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["user-0", "user-1", "user-2"]
     capsys.readouterr()
+
+
+def test_a_spawned_workers_peak_memory_is_its_own_not_its_parents() -> None:
+    # Linux keeps ru_maxrss across exec: a worker spawned by a big parent reported the parent's size.
+    held = bytearray(400 * 2**20)
+    held[::4096] = b"x" * len(held[::4096])  # touch every page
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        worker_peak = pool.submit(peak_rss_mb).result()
+    assert 0 < worker_peak < 300, worker_peak
+    assert peak_rss_mb() >= 400
