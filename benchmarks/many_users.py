@@ -81,7 +81,7 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
             "peak RSS per worker (MB)",
             max(float(f["peak_rss_mb_per_worker"]) for f in figures.values()),  # type: ignore[arg-type]
             None,
-            note="the largest over the sides; ru_maxrss of each worker once its users were built",
+            note="the largest over the sides; VmHWM of each worker once its users were built",
         )
     )
     result.figures = {
