@@ -821,7 +821,8 @@ class AnchorStore:
                 os.close(fd)
             digests[npy.name] = _digest_bytes(*written)
         digests["vectors.json"] = write_json_atomic(folder / "vectors.json", index)
-        # The ownership marker is not KB content: a damaged one only makes the store leave the folder be.
+        # Not listed: the ownership marker, which is not KB content (a damaged one only makes the store
+        # leave the folder be).
         write_json_atomic(folder / CHECKSUMS, {"algorithm": _DIGEST, "files": dict(sorted(digests.items()))})
 
     def _read_vectors(
