@@ -227,6 +227,34 @@ def test_topic_arc_extends_across_sessions_in_time_order() -> None:
     assert topic.key_facts[0].sources == ["b1"]
 
 
+def test_a_fact_quoting_its_speaker_cites_the_turn_that_says_it() -> None:
+    kb = KnowledgeBase()
+    turns = [
+        utt("c1", 0, "Hi! We got a new tank last week.", session="s1"),
+        utt("c2", 1, "Wow! How many turtles now?", session="s1"),
+        utt(
+            "c3",
+            2,
+            "The tank is big enough now for three, so I figured why not! It was a long day.",
+            session="s1",
+        ),
+    ]
+    observation = TopicObservation(
+        label="Turtles",
+        session="s1",
+        summary="a bigger tank",
+        facts=[
+            f"{turns[2].speaker}: The tank is big enough now for three, so I figured why not!",
+            f"{turns[0].speaker}: We got a new tank last…",
+            "Nobody said this",
+        ],
+        sources=["c1", "c2", "c3"],
+    )
+    apply_update(kb, AnchorUpdate(topics=[observation]), turns)
+    [topic] = kb.topics.values()
+    assert [f.sources for f in topic.key_facts] == [["c3"], ["c1"], ["c1", "c2", "c3"]]
+
+
 def test_topic_id_links_observation_and_event_gets_topic() -> None:
     kb = KnowledgeBase()
     apply_update(

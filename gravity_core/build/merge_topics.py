@@ -13,9 +13,19 @@ _MAX_KEYWORDS = 10
 
 
 def _fact_sources(fact: str, candidates: list[str], said: Mapping[str, Utterance]) -> list[str]:
-    """The utterances that contain ``fact`` verbatim, else all the observation's sources."""
-    needle = fact.strip().casefold()[:80]
-    exact = [s for s in candidates if needle and needle in said[s].full_text().casefold()]
+    """The utterances that say ``fact`` verbatim, else all the observation's sources.
+
+    A fact may quote its speaker first ("Nate: The tank is big enough now"), as the offline
+    extractor writes them, and may be cut short with "…".
+    """
+    needle = fact.strip().removesuffix("…").strip().casefold()[:80]
+
+    def says(source: str) -> bool:
+        utterance = said[source]
+        quoted = needle.removeprefix(f"{utterance.speaker.casefold()}: ")
+        return bool(quoted) and quoted in utterance.full_text().casefold()
+
+    exact = [s for s in candidates if needle and says(s)]
     return exact or list(candidates)
 
 
