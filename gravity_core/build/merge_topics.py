@@ -25,7 +25,7 @@ def _fact_sources(fact: str, candidates: list[str], said: Mapping[str, Utterance
         quoted = needle.removeprefix(f"{utterance.speaker.casefold()}: ")
         return bool(quoted) and quoted in utterance.full_text().casefold()
 
-    exact = [s for s in candidates if needle and says(s)]
+    exact = [s for s in candidates if says(s)]
     return exact or list(candidates)
 
 
