@@ -441,9 +441,7 @@ class AnchorStore:
             digests: keep each row's text digest (what an index synced by digest, such as
                 Chroma's, compares); ``False`` leaves them out (about 9 MB at 100k anchors).
         """
-        return self._load_current(
-            vector_kinds, with_journal=False, packed=(mapped_kinds, half_from, digests)
-        )
+        return self._load_current(vector_kinds, with_journal=False, packed=(mapped_kinds, half_from, digests))
 
     def _load_current(
         self,

@@ -284,3 +284,37 @@ def test_an_adverbial_clause_dates_its_main_clause() -> None:
     met = [e for e in found if "met" in e.what]
     assert len(met) == 1, met
     assert met[0].when is not None and met[0].when.start == date(2023, 5, 7)
+
+
+def _whats_of(*turns: tuple[str, str, str]) -> list[str]:
+    """Events' ``what`` of (speaker, session, text) turns, one batch."""
+    batch = [
+        Utterance(id=f"{session}:{i}", speaker=speaker, text=text, session=session, timestamp=STAMP)
+        for i, (speaker, session, text) in enumerate(turns, 1)
+    ]
+    return [e.what for e in extract_events(parse_batch(NLP, batch), KnowledgeBase())]
+
+
+def test_an_object_pronoun_names_the_noun_said_before_it_in_the_turn() -> None:
+    whats = _whats_of(("Ann", "S1", "Look at this photo I took at the lake. I printed it last week."))
+    # "the lake" is nearer, but a place is not what one prints.
+    assert "printed it (this photo)" in whats
+
+
+def test_an_object_pronoun_with_no_noun_in_its_turn_names_the_previous_turns() -> None:
+    whats = _whats_of(
+        ("Bob", "S1", "What happened to your old guitar?"), ("Ann", "S1", "I sold it to a friend yesterday.")
+    )
+    assert whats == ["sold it (your old guitar) to a friend"]
+    # The turn before belongs to another session: nothing to name.
+    whats = _whats_of(
+        ("Bob", "S1", "What happened to your old guitar?"), ("Ann", "S2", "I sold it to a friend yesterday.")
+    )
+    assert whats == ["sold it to a friend"]
+
+
+def test_them_names_a_plural_noun_and_making_it_somewhere_names_nothing() -> None:
+    whats = _whats_of(("Ann", "S1", "I got a new tent and new boots. I wore them on the hike yesterday."))
+    assert "wore them (new boots) on the hike" in whats
+    whats = _whats_of(("Ann", "S1", "We climbed the mountain. We made it to the top yesterday!"))
+    assert "made it to the top" in whats

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gravity_core.extract.offline.antecedents import antecedent, object_pronoun
 from gravity_core.extract.offline.clauses import CLAUSE_DEPS, Clause, clauses, phrase
 from gravity_core.extract.offline.parsing import ParsedTurn
 from gravity_core.extract.offline.text import normalize_quotes, word_set
@@ -291,7 +292,7 @@ def _time_tokens(clause: Clause, mention: TimeMention) -> set[int]:
     return ids
 
 
-def _what(clause: Clause, turn: ParsedTurn) -> str:
+def _what(clause: Clause, turn: ParsedTurn, before: Sequence[Any]) -> str:
     drop: set[int] = set()
     for mention in turn.times_in(clause.tokens[0].idx, clause.end_char):
         drop |= _time_tokens(clause, mention)
@@ -316,7 +317,13 @@ def _what(clause: Clause, turn: ParsedTurn) -> str:
     partner = _partners(clause)
     if partner is not None:
         words += ["with", *partner.split()]
-    return " ".join(words[:_MAX_WHAT_WORDS])
+    what = " ".join(words[:_MAX_WHAT_WORDS])
+    pronoun = object_pronoun(t for t in clause.tokens if t.i not in drop)
+    places = () if verb.lemma_ in _VISIT_VERBS else _PLACE_NOUNS
+    named = antecedent(pronoun, before, skip=places) if pronoun is not None else None
+    if named is not None:
+        what = re.sub(rf"\b{re.escape(pronoun.text)}\b", lambda m: f"{m.group(0)} ({named})", what, count=1)
+    return what
 
 
 def _substantive(clause: Clause) -> bool:
@@ -440,7 +447,9 @@ def _resolved(time: TimeMention | None, clause: Clause, turn: ParsedTurn) -> Tim
     return time.time
 
 
-def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict[str, str]) -> list[_Draft]:
+def _sentence_events(
+    turn: ParsedTurn, sent: Any, places: set[str], people: dict[str, str], before: Sequence[Any] = ()
+) -> list[_Draft]:
     text = sent.text.strip()
     if not text or text.endswith("?"):
         return []
@@ -456,7 +465,7 @@ def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict
         who = _who(clause, turn, people, time is not None)
         if who is None:
             continue
-        what = _what(clause, turn)
+        what = _what(clause, turn, before)
         if len(what.split()) < 2 or not (_substantive(clause) or time is not None):
             continue
         drafts.append(
@@ -543,12 +552,14 @@ def extract_events(
     kb_speakers = [e.name for e in kb.entities.values() if e.is_speaker]
     speakers = list(dict.fromkeys([*(t.utterance.speaker for t in turns), *kb_speakers]))
     drafts: dict[tuple[str, str, str], _Draft] = {}
-    for turn in turns:
+    for at, turn in enumerate(turns):
         others = [s for s in speakers if s != turn.utterance.speaker]
+        last = turns[at - 1] if at else None
+        before = [last.doc] if last is not None and last.utterance.session == turn.utterance.session else []
         previous: list[_Draft] = []
         carried: TimeRef | None = None  # "Something great happened last Friday. I ran ..."
         for sent in turn.doc.sents:
-            found = _sentence_events(turn, sent, places, people)
+            found = _sentence_events(turn, sent, places, people, before)
             if not found and len(others) == 1:
                 theirs = _their_event(turn, others[0], sent)
                 found = [theirs] if theirs is not None else []
