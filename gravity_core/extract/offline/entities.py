@@ -215,9 +215,19 @@ _IDENTITY_WORDS = word_set(
 )
 _NOT_ACTIVITIES = word_set("go be have do get make think feel look try take give say tell see want need let")
 _NOT_LIKED = word_set("it that this them him her you everything anything something one ones idea way")
+_START_VERBS = frozenset({"start", "begin"})
+# Objects (lemmas) that name no activity: "putting a lot into", "spending time", "crossing fingers".
+_VAGUE_OBJECTS = word_set("lot ton bit few time way thing stuff finger care advice chance level deal")
+# Verbs that say nothing as a bare gerund: "I've been working", "I've been doing".
+_LIGHT_VERBS = word_set(
+    "work help keep put find spend wait deal miss set leave check use struggle figure speak plan consider"
+    " play"
+)
 _FIRST = frozenset({"i", "we"})
 _MAX_NAME_WORDS = 5
 _MAX_VALUE_WORDS = 6
+# A speaker's short form is this long ("Jo", "Mel", "Caro"): a longer prefix is likelier another name.
+_MIN_SHORT, _MAX_SHORT = 2, 4
 # Type votes: what the words around a name declare ("my dog Max") outweigh what the name's own words say
 # ("... Hospital"), which outweighs a place preposition ("moved to Lyon"), which outweighs the recognizer.
 _DECLARED = 1000
@@ -428,11 +438,38 @@ class _Batch:
         self.turns_read: dict[str, int] = {}
 
     def acc(self, name: str) -> _Acc:
-        name = self.canonical.get(name.casefold(), name)
+        name = self.name_of(name)
         key = name.casefold()
         if key not in self.accs:
             self.accs[key] = _Acc(name=name)
         return self.accs[key]
+
+    def name_of(self, name: str) -> str:
+        """The entity a name refers to: a known name or alias, a speaker's short form ("Mel" for
+        Melanie, "Jo" for Joanna), else the name itself."""
+        known = self.canonical.get(name.casefold())
+        if known is not None:
+            return known
+        speaker = self._shortened(name)
+        if speaker is None:
+            return name
+        self.canonical[name.casefold()] = speaker
+        speaker_acc = self.acc(speaker)
+        if name not in speaker_acc.aliases:
+            speaker_acc.aliases.append(name)
+        return speaker
+
+    def _shortened(self, name: str) -> str | None:
+        """The one speaker whose one-word name ``name`` shortens by two letters or more, if any."""
+        if " " in name or not _MIN_SHORT <= len(name) <= _MAX_SHORT:
+            return None
+        low = name.casefold()
+        matches = [
+            s
+            for s in self.speakers
+            if " " not in s and len(s) >= len(name) + 2 and s.casefold().startswith(low)
+        ]
+        return matches[0] if len(matches) == 1 else None
 
     def plausible(self, name: str) -> bool:
         words = name.split()
@@ -466,7 +503,7 @@ class _Batch:
                 return turn.utterance.speaker
             if child.pos_ == "PROPN":
                 name, _ = _span_name(child)
-                return self.canonical.get(name.casefold(), name)
+                return self.name_of(name)
             if child.lower_ in ("his", "her"):
                 return self.earlier_person(turn, noun.i)
         return None
@@ -524,7 +561,7 @@ class _Batch:
             if token.dep_ == "compound" or not self.is_person(token):
                 continue
             name, _ = _span_name(token)
-            name = self.canonical.get(name.casefold(), name)
+            name = self.name_of(name)
             if name != turn.utterance.speaker and name not in found:
                 found.append(name)
         return found[-1] if len(found) == 1 else None
@@ -695,11 +732,14 @@ class _Batch:
                 if child.dep_ == "dobj" and child.lemma_.casefold() in _CHILD_WORDS:
                     numbers = [t.text for t in child.children if t.dep_ == "nummod"]
                     add("kids", numbers[0] if numbers else None, exclusive=True)
-        if lemma in _TAKE_UP_VERBS:
+        # "took up pottery", "started yoga"; not "took my dogs", "took care", "picked a puppy".
+        took_up = lemma in _START_VERBS or any(c.dep_ == "prt" and c.lower_ == "up" for c in children)
+        if lemma in _TAKE_UP_VERBS and took_up:
             for child in children:
                 if (
                     child.dep_ == "dobj"
                     and child.pos_ == "NOUN"
+                    and child.lemma_.casefold() not in _VAGUE_OBJECTS
                     and not any(c.dep_ == "det" for c in child.children)
                 ):
                     add("activity", _chunk_value(child))  # "I took up pottery", not "started the class"
@@ -708,13 +748,20 @@ class _Batch:
         if (
             verb.tag_ == "VBG"
             and lemma not in _NOT_ACTIVITIES
+            and verb.dep_ != "relcl"  # "the song I've been working on": its object is outside it
             and "have" in {c.lemma_.casefold() for c in children if c.dep_ == "aux"}
             and not any(c.dep_ == "dobj" for c in children)
         ):
-            add("activity", _verb_phrase(verb))  # "I've been painting for 7 years"
+            done = _verb_phrase(verb)  # "I've been painting for 7 years"
+            if done is not None and (" " in done or lemma not in _LIGHT_VERBS):  # not "I've been working"
+                add("activity", done)
         if verb.tag_ == "VBG" and lemma not in _NOT_ACTIVITIES:
-            objects = [c for c in children if c.dep_ == "dobj" and c.pos_ in ("NOUN", "PROPN", "ADJ")]
-            if objects and objects[0].lower_ not in _NOT_LIKED:
+            objects = [c for c in children if c.dep_ == "dobj" and c.pos_ in ("NOUN", "PROPN")]
+            if (
+                objects
+                and objects[0].lower_ not in _NOT_LIKED
+                and objects[0].lemma_.casefold() not in _VAGUE_OBJECTS
+            ):
                 name = "studies" if lemma == "study" else "activity"  # "I'm learning the cello"
                 add(
                     name,
@@ -907,10 +954,33 @@ def _verb_phrase(verb: Any) -> str | None:
         for c in verb.children
         if c.dep_
         in ("advcl", "ccomp", "conj", "cc", "punct", "mark", "nsubj", "aux", "neg", "relcl", "advmod")
+        or (c.dep_ == "prep" and not any(g.dep_ in ("pobj", "pcomp") for g in c.children))  # "working on"
         for t in c.subtree
     }
-    words = [t for t in verb.subtree if t.i not in skip and t.i >= verb.i]
-    return phrase(words[:_MAX_VALUE_WORDS]) or None
+    words = _whole_phrases(verb, _MAX_VALUE_WORDS, skip, right_only=True) or [verb]
+    return phrase(t for t in words if t.i >= verb.i) or None  # a misparse can hang a word before it
+
+
+def _whole_phrases(token: Any, room: int, skip: set[int], *, right_only: bool = False) -> list[Any] | None:
+    """``token`` with as many of its right dependents as fit in ``room`` words, each whole or cut
+    only after a phrase of its own, never leaving a preposition without its object ("searching
+    for my keys", not "searching for my keys for the"); ``None`` when not even that fits."""
+    out = [] if right_only else [t for c in token.lefts if c.i not in skip for t in c.subtree]
+    out.append(token)
+    if len(out) > room:
+        return None
+    taken = 0
+    for child in token.rights:
+        if child.i in skip:
+            continue
+        part = _whole_phrases(child, room - len(out), skip)
+        if part is None:
+            break
+        out += part
+        taken += 1
+    if taken == 0 and token.dep_ in ("prep", "agent") and not right_only:
+        return None
+    return sorted(out, key=lambda t: t.i)
 
 
 def _liked(child: Any) -> str | None:

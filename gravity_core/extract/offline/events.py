@@ -319,8 +319,10 @@ def _what(clause: Clause, turn: ParsedTurn, before: Sequence[Any]) -> str:
         words += ["with", *partner.split()]
     what = " ".join(words[:_MAX_WHAT_WORDS])
     pronoun = object_pronoun(t for t in clause.tokens if t.i not in drop)
+    if pronoun is None:
+        return what
     places = () if verb.lemma_ in _VISIT_VERBS else _PLACE_NOUNS
-    named = antecedent(pronoun, before, skip=places) if pronoun is not None else None
+    named = antecedent(pronoun, before, skip=places)
     if named is not None:
         what = re.sub(rf"\b{re.escape(pronoun.text)}\b", lambda m: f"{m.group(0)} ({named})", what, count=1)
     return what
