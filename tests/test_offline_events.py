@@ -301,16 +301,18 @@ def test_an_object_pronoun_names_the_noun_said_before_it_in_the_turn() -> None:
     assert "printed it (this photo)" in whats
 
 
-def test_an_object_pronoun_with_no_noun_in_its_turn_names_the_previous_turns() -> None:
+def test_an_object_pronoun_names_nothing_from_another_turn_or_its_own_clause() -> None:
     whats = _whats_of(
         ("Bob", "S1", "What happened to your old guitar?"), ("Ann", "S1", "I sold it to a friend yesterday.")
     )
-    assert whats == ["sold it (your old guitar) to a friend"]
-    # The turn before belongs to another session: nothing to name.
-    whats = _whats_of(
-        ("Bob", "S1", "What happened to your old guitar?"), ("Ann", "S2", "I sold it to a friend yesterday.")
-    )
-    assert whats == ["sold it to a friend"]
+    assert whats == ["sold it to a friend"]  # the turn before is the other speaker's question
+    whats = _whats_of(("Ann", "S1", "A friend made it for my birthday last week."))
+    assert whats == ["A friend made it for my birthday"]  # not its own subject
+    whats = _whats_of(("Ann", "S1", "I restored a car last year, but I sold it to a collector yesterday."))
+    assert "sold it (car) to a collector" in whats
+    # A relative "that" is no object pronoun; "hit it off" and "give it a try" name nothing.
+    whats = _whats_of(("Ann", "S1", "We met a nice couple at the park yesterday and hit it off."))
+    assert "hit it off" in whats
 
 
 def test_them_names_a_plural_noun_and_making_it_somewhere_names_nothing() -> None:

@@ -1,17 +1,21 @@
-"""What an object pronoun of a reported clause stands for: "I printed it" after "Look at this photo".
+"""What an object pronoun of a reported clause stands for: "I printed it" after "I finished my screenplay".
 
-An event read as "printed it" tells a reader, and an embedding, nothing. The nearest noun phrase
-said before the pronoun, in the same turn or else in the turn before it, is what a listener would
-take it for; events name it beside the pronoun ("printed it (this photo)"), and keep the pronoun, so
-a wrong guess stays visibly a guess. Only third-person object pronouns are read (``it``, ``them`` and
-a pronoun ``this``/``that``/``these``/``those``); ``them`` and the plural demonstratives take a
-plural noun. Candidates are common nouns: a person is named by the event's ``who`` and a time by its
-``when``, and nouns that stand for nothing in particular ("thing", "lot", "time") are skipped.
+An event read as "printed it" tells a reader, and an embedding, nothing. The noun phrase a
+listener would take the pronoun for is named beside it ("printed it (my screenplay)"), and the
+pronoun is kept, so a guess stays visibly a guess. The guess is cautious, because a wrong one
+misleads. Only third-person object pronouns are read (``it``, ``them`` and a pronoun
+``this``/``that``/``these``/``those``, not a relative "that"). The phrase comes from the same turn
+(the turn before is most often a suggestion the pronoun does not name), before the pronoun's
+clause (never its own subject or object: "a friend made it", "spent time on it"); it holds a core
+role (subject, object, complement, a conjunct of one, or the object of a preposition such as
+*of*, *with*, *to*) and is a common noun of the pronoun's number that stands for something in
+particular (not "thing", "time", "while", an exclamation or a question). Idioms whose pronoun
+stands for nothing ("hit it off", "made it to the top", "keep it up", "give it a try") name nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Iterable
 from typing import Any
 
 from gravity_core.extract.offline.text import word_set
@@ -19,7 +23,7 @@ from gravity_core.extract.offline.text import word_set
 __all__ = ["antecedent", "object_pronoun"]
 
 Token = Any  # spacy.tokens.Token
-Doc = Any  # spacy.tokens.Doc
+Span = Any  # spacy.tokens.Span
 
 _SINGULAR = frozenset({"it", "this", "that"})
 _PLURAL = frozenset({"them", "these", "those"})
@@ -28,60 +32,88 @@ _MAX_WORDS = 5
 # Nouns that never name what a pronoun stands for.
 _VAGUE = word_set(
     """
-thing things stuff lot lots bit kind sort way ways time times day days week weeks month months year years
-moment moments idea ideas one ones part parts something anything everything nothing fun chance end
-feeling feelings sense deal matter point question answer reason side piece
+thing stuff lot bit kind sort way time day week month year age while moment idea one part something
+anything everything nothing fun chance end feeling sense deal matter point question answer reason side
+piece effort difference cheer wow yay
 """
 )
 _TIME_LABELS = frozenset({"DATE", "TIME"})
-_ARRIVED = frozenset({"to", "through", "back", "home", "there", "here", "out"})
+_CORE_DEPS = frozenset({"nsubj", "nsubjpass", "dobj", "attr", "appos", "conj", "oprd"})
+_OBJECT_PREPS = frozenset({"of", "with", "about", "at", "on", "to", "for", "from", "into"})
+_WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
 _EDGE_DETS = frozenset({"a", "an", "some", "any", "another"})
+# Verb + particle idioms whose "it" stands for nothing: "made it to the top", "hit it off".
+_IDIOMS = {
+    "make": frozenset({"to", "through", "back", "home", "there", "here"}),
+    "hit": frozenset({"off"}),
+    "keep": frozenset({"up"}),
+}
+# "give it a try": the pronoun is whatever was suggested, seldom said in the speaker's own turn.
+_TRIES = word_set("try go shot whirl")
 
 
 def object_pronoun(tokens: Iterable[Token]) -> Token | None:
     """The first third-person object pronoun among ``tokens`` ("printed it", "hosted a class for
-    them"), or ``None``."""
+    them"), or ``None``; a relative "that" is not one."""
     for token in tokens:
         word = token.lower_
-        if token.dep_ in _OBJECT_DEPS and token.pos_ == "PRON" and (word in _SINGULAR or word in _PLURAL):
+        if (
+            token.dep_ in _OBJECT_DEPS
+            and token.pos_ == "PRON"
+            and token.tag_ not in _WH_TAGS
+            and (word in _SINGULAR or word in _PLURAL)
+        ):
             return token
     return None
 
 
-def antecedent(pronoun: Token, before: Sequence[Doc] = (), skip: Container[str] = ()) -> str | None:
-    """The noun phrase ``pronoun`` most likely stands for: the nearest fitting one said before it
-    in its own turn, else the last fitting one of ``before`` (earlier turns, nearest last).
+def antecedent(pronoun: Token, skip: Container[str] = ()) -> str | None:
+    """The noun phrase ``pronoun`` most likely stands for (see the module doc), or ``None``.
 
-    ``skip``: nouns (lemmas) that cannot be meant, such as places when the verb does not visit one
-    ("took it at the lake"). "Made it to the top" has no antecedent: *make it* there is arriving.
+    Args:
+        pronoun: an object pronoun (:func:`object_pronoun`).
+        skip: nouns (lemmas) that cannot be meant, such as places when the verb does not visit one.
     """
-    verb = pronoun.head
-    if verb.lemma_ == "make" and any(c.lower_ in _ARRIVED for c in verb.children):
+    verb = _verb_of(pronoun)
+    if _idiom(verb):
         return None
     plural = pronoun.lower_ in _PLURAL
-    own = [chunk for chunk in pronoun.doc.noun_chunks if chunk.end <= pronoun.i]
-    for chunk in reversed(own):
-        if _fits(chunk, plural, skip):
-            return _rendered(chunk)
-    for doc in reversed(before):
-        for chunk in reversed(list(doc.noun_chunks)):
-            if _fits(chunk, plural, skip):
-                return _rendered(chunk)
-    return None
+    start = verb.left_edge.i
+    own = [chunk for chunk in pronoun.doc.noun_chunks if chunk.end <= start]
+    return next((_rendered(chunk) for chunk in reversed(own) if _fits(chunk, plural, skip)), None)
 
 
-def _fits(chunk: Any, plural: bool, skip: Container[str]) -> bool:
+def _verb_of(pronoun: Token) -> Token:
+    """The verb whose clause holds ``pronoun``, through the verbs it complements ("balance on it"
+    -> "balance", "left class early to do it" -> "left")."""
+    token = pronoun
+    while token.dep_ in ("pobj", "prep", "dative", "dobj") and token.head is not token:
+        token = token.head
+    while token.dep_ == "xcomp" and token.head is not token:
+        token = token.head
+    return token
+
+
+def _idiom(verb: Token) -> bool:
+    particles = {c.lower_ for c in verb.children if c.dep_ in ("prt", "prep", "advmod")}
+    if verb.lemma_.casefold() == "give" and any(c.lemma_.casefold() in _TRIES for c in verb.children):
+        return True
+    return bool(particles & _IDIOMS.get(verb.lemma_.casefold(), frozenset()))
+
+
+def _fits(chunk: Span, plural: bool, skip: Container[str]) -> bool:
     root = chunk.root
-    if root.pos_ != "NOUN" or root.lower_ in _VAGUE or root.ent_type_ in _TIME_LABELS:
+    if root.pos_ != "NOUN" or root.ent_type_ in _TIME_LABELS or len(chunk) > _MAX_WORDS + 1:
         return False
-    if root.lemma_.lower() in skip:
+    if root.lemma_.casefold() in _VAGUE or root.lemma_.casefold() in skip:
         return False
-    if len(chunk) > _MAX_WORDS + 1:
+    if any(t.pos_ == "INTJ" or t.tag_ in _WH_TAGS for t in chunk):
         return False
-    return (root.tag_ == "NNS") == plural
+    core = root.dep_ in _CORE_DEPS or (root.dep_ == "pobj" and root.head.lower_ in _OBJECT_PREPS)
+    return core and (root.tag_ == "NNS") == plural
 
 
-def _rendered(chunk: Any) -> str:
+def _rendered(chunk: Span) -> str:
     words = [t for t in chunk if not (t.i == chunk.start and t.lower_ in _EDGE_DETS)][-_MAX_WORDS:]
     text = "".join(t.text_with_ws for t in words).strip()
     return text if words[0].pos_ == "PROPN" else text[:1].lower() + text[1:]

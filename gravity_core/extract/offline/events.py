@@ -292,7 +292,7 @@ def _time_tokens(clause: Clause, mention: TimeMention) -> set[int]:
     return ids
 
 
-def _what(clause: Clause, turn: ParsedTurn, before: Sequence[Any]) -> str:
+def _what(clause: Clause, turn: ParsedTurn) -> str:
     drop: set[int] = set()
     for mention in turn.times_in(clause.tokens[0].idx, clause.end_char):
         drop |= _time_tokens(clause, mention)
@@ -322,7 +322,7 @@ def _what(clause: Clause, turn: ParsedTurn, before: Sequence[Any]) -> str:
     if pronoun is None:
         return what
     places = () if verb.lemma_ in _VISIT_VERBS else _PLACE_NOUNS
-    named = antecedent(pronoun, before, skip=places)
+    named = antecedent(pronoun, skip=places)
     if named is not None:
         what = re.sub(rf"\b{re.escape(pronoun.text)}\b", lambda m: f"{m.group(0)} ({named})", what, count=1)
     return what
@@ -449,9 +449,7 @@ def _resolved(time: TimeMention | None, clause: Clause, turn: ParsedTurn) -> Tim
     return time.time
 
 
-def _sentence_events(
-    turn: ParsedTurn, sent: Any, places: set[str], people: dict[str, str], before: Sequence[Any] = ()
-) -> list[_Draft]:
+def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict[str, str]) -> list[_Draft]:
     text = sent.text.strip()
     if not text or text.endswith("?"):
         return []
@@ -467,7 +465,7 @@ def _sentence_events(
         who = _who(clause, turn, people, time is not None)
         if who is None:
             continue
-        what = _what(clause, turn, before)
+        what = _what(clause, turn)
         if len(what.split()) < 2 or not (_substantive(clause) or time is not None):
             continue
         drafts.append(
@@ -554,14 +552,12 @@ def extract_events(
     kb_speakers = [e.name for e in kb.entities.values() if e.is_speaker]
     speakers = list(dict.fromkeys([*(t.utterance.speaker for t in turns), *kb_speakers]))
     drafts: dict[tuple[str, str, str], _Draft] = {}
-    for at, turn in enumerate(turns):
+    for turn in turns:
         others = [s for s in speakers if s != turn.utterance.speaker]
-        last = turns[at - 1] if at else None
-        before = [last.doc] if last is not None and last.utterance.session == turn.utterance.session else []
         previous: list[_Draft] = []
         carried: TimeRef | None = None  # "Something great happened last Friday. I ran ..."
         for sent in turn.doc.sents:
-            found = _sentence_events(turn, sent, places, people, before)
+            found = _sentence_events(turn, sent, places, people)
             if not found and len(others) == 1:
                 theirs = _their_event(turn, others[0], sent)
                 found = [theirs] if theirs is not None else []
