@@ -75,7 +75,7 @@ class BenchSettings:
         build_samples: samples of the build benchmarks (None: every sample of the file).
         build_repeats: alternated repetitions of the offline build and the encoder.
         incremental_repeats: alternated repetitions of add-one-session and rebuild.
-        memory_anchors: size of the KB whose peak memory is measured.
+        memory_sizes: sizes (anchors) of the KBs whose peak memory is measured.
         memory_queries: queries run in the memory benchmark's query-path measurement.
         long_build_sizes: utterances of the synthetic conversations of the long-build benchmark.
         noise: std of the perturbation added to replicated vectors (per unit vector).
@@ -100,7 +100,7 @@ class BenchSettings:
     build_samples: tuple[str, ...] | None = None
     build_repeats: int = 1
     incremental_repeats: int = 3
-    memory_anchors: int = 100_000
+    memory_sizes: tuple[int, ...] = (100_000, 1_000_000)
     memory_queries: int = 100
     long_build_sizes: tuple[int, ...] = (2_000, 8_000, 32_000)
     noise: float = 0.3
@@ -126,7 +126,7 @@ class BenchSettings:
             batch_sizes=(2, 4),
             build_repeats=1,
             incremental_repeats=1,
-            memory_anchors=200,
+            memory_sizes=(200, 400),
             memory_queries=3,
             long_build_sizes=(60, 240),
             forget_every=100,

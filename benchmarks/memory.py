@@ -1,15 +1,17 @@
-"""Benchmark 6: peak memory of a loaded 100k-anchor KB and of its query path.
+"""Benchmark 6: peak memory of loaded KBs of 100k and 1M anchors and of their query path.
 
-The grown KB (made-up names, see :mod:`benchmarks.synthetic`) is saved with ``AnchorStore``; each
-measurement then runs in a fresh subprocess (``python -m benchmarks.memory MODE ...``), so every
-peak is clean:
+Each grown KB (made-up names, see :mod:`benchmarks.synthetic`) is saved with ``AnchorStore`` part
+by part (``StreamedKB``: never held as models, which at 1M would take about 22 GB; without the turn
+vectors, which no query reads); each measurement then runs in a fresh subprocess (``python -m
+benchmarks.memory MODE ...``), so every peak is clean:
 
 - ``baseline``: the interpreter and libraries: GRAVITY's query modules imported, the token counter's
   encoding loaded (about 38 MB, once per process whatever the KBs) and faiss imported; no KB;
 - ``load``: the same, then ``GravityEngine.from_dir(kb)`` (sharing that counter): the KB packed
   (:mod:`gravity_core.packed_kb`), its vectors and the engine's structures;
 - ``query``: the same, then queries with precomputed question vectors (the encoder is never
-  loaded); ``tracemalloc`` records the peak of Python allocations during the queries alone.
+  loaded), timed (p50), then run again under ``tracemalloc``, which records the peak of Python
+  allocations during the queries alone.
 
 Peak RSS is the subprocess's ``VmHWM`` (``ru_maxrss`` where /proc is missing).
 """
@@ -21,6 +23,7 @@ import contextlib
 import json
 import logging
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import REPO_ROOT, BenchSettings, Result, ratio, timed
+from benchmarks.synthetic import grow_streamed
 from benchmarks.workspace import Workspace
 from gravity_core.store import AnchorStore
 
@@ -46,45 +50,60 @@ _MB = 1024 * 1024
 
 
 def run(settings: BenchSettings, workspace: Workspace) -> Result:
-    """Save the grown KB, then measure each mode in its own subprocess."""
+    """Save each grown KB, then measure each mode in its own subprocess (the baseline once)."""
+    sizes = ", ".join(f"{n:,}" for n in settings.memory_sizes)
     result = Result(
         name="memory",
-        title=f"6. Memory: peak RSS of a loaded {settings.memory_anchors:,}-anchor KB and its query path",
+        title=f"6. Memory: peak RSS of loaded KBs ({sizes} anchors) and their query path",
         sides={
             "baseline": "python + GRAVITY's query modules, token encoding and faiss loaded, no KB",
             "load": "GravityEngine.from_dir(kb): packed KB, vectors, lexicon, index",
             "query": f"load, then {settings.memory_queries} queries with precomputed question vectors",
         },
     )
-    grown = workspace.grown(settings.memory_anchors)
-    folder = workspace.root / f"kb-{settings.memory_anchors}"
-    _, save_seconds = timed(lambda: AnchorStore(folder).save(grown.kb, grown.vectors))
-    anchors = grown.anchors
-    workspace.forget(settings.memory_anchors)
     questions, vectors = workspace.questions
     inputs = workspace.root / "memory-questions"
     inputs.mkdir(parents=True, exist_ok=True)
     (inputs / "questions.json").write_text(json.dumps(questions), encoding="utf-8")
     np.save(inputs / "vectors.npy", vectors)
-    measured = {mode: measure(mode, folder, inputs, settings.memory_queries) for mode in _MODES}
-    base, load, query = (measured[m]["maxrss_mb"] for m in _MODES)
-    result.figures = {
-        "anchors": anchors,
-        "kb_disk_mb": round(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / _MB, 1),
-        "save_s": round(save_seconds, 2),
-        **measured,
-        "kb_rss_mb": round(load - base, 1),
-        "query_rss_increase_mb": round(query - load, 1),
-    }
-    result.ratios += [
-        ratio("peak RSS of the loaded KB above baseline (MB)", load - base, None),
-        ratio("KB RSS per anchor (KB)", (load - base) * 1024 / anchors, PER_ANCHOR_KB),
-        ratio("peak RSS added by the queries (MB)", query - load, None),
-        ratio(
-            "peak RSS added by the queries / loaded KB", (query - load) / max(load - base, 1e-9), QUERY_SHARE
-        ),
-        ratio("peak Python allocations during the queries (MB)", measured["query"]["query_peak_mb"], None),
-    ]
+    seed_kb, seed_vectors = workspace.seed
+    baseline = measure("baseline", workspace.root, inputs, settings.memory_queries)
+    base = baseline["maxrss_mb"]
+    result.figures = {"baseline": baseline, "sizes": {}}
+    for nominal in settings.memory_sizes:
+        kb, grown = grow_streamed(seed_kb, seed_vectors, nominal, noise=settings.noise, seed=settings.seed)
+        folder = workspace.root / f"kb-{nominal}"
+        _, save_seconds = timed(lambda kb=kb, grown=grown, folder=folder: AnchorStore(folder).save(kb, grown))
+        anchors = kb.anchors
+        del kb, grown
+        measured = {m: measure(m, folder, inputs, settings.memory_queries) for m in ("load", "query")}
+        load, query = measured["load"]["maxrss_mb"], measured["query"]["maxrss_mb"]
+        result.figures["sizes"][str(nominal)] = {
+            "anchors": anchors,
+            "kb_disk_mb": round(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / _MB, 1),
+            "save_s": round(save_seconds, 2),
+            **measured,
+            "kb_rss_mb": round(load - base, 1),
+            "query_rss_increase_mb": round(query - load, 1),
+        }
+        shutil.rmtree(folder, ignore_errors=True)
+        label = f"at {anchors:,} anchors"
+        result.ratios += [
+            ratio(f"peak RSS of the loaded KB above baseline (MB) {label}", load - base, None),
+            ratio(f"KB RSS per anchor (KB) {label}", (load - base) * 1024 / anchors, PER_ANCHOR_KB),
+            ratio(f"peak RSS added by the queries (MB) {label}", query - load, None),
+            ratio(
+                f"peak RSS added by the queries / loaded KB {label}",
+                (query - load) / max(load - base, 1e-9),
+                QUERY_SHARE,
+            ),
+            ratio(
+                f"peak Python allocations during the queries (MB) {label}",
+                measured["query"]["query_peak_mb"],
+                None,
+            ),
+        ]
+        logger.info("memory at %s done", label)
     return result
 
 
@@ -114,6 +133,13 @@ def _worker(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
         if mode == "query":
             questions = json.loads((inputs / "questions.json").read_text(encoding="utf-8"))
             vectors = np.load(inputs / "vectors.npy")
+            seconds = []
+            for number in range(queries):  # timed apart: tracemalloc slows every allocation
+                i = number % len(questions)
+                started = time.perf_counter()
+                engine.query(questions[i], query_embedding=vectors[i])
+                seconds.append(time.perf_counter() - started)
+            out["query_p50_ms"] = round(1000 * float(np.median(seconds)), 3)
             tracemalloc.start()
             for number in range(queries):
                 i = number % len(questions)

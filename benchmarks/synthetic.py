@@ -15,6 +15,7 @@ matches every replica's Caroline and all their events.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
+from gravity_core.anchor_vectors import TURN_KIND, VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.schema import KnowledgeBase
 
-__all__ = ["GrownKB", "anchor_count", "grow_kb", "grow_rows", "perturb"]
+__all__ = ["GrownKB", "StreamedKB", "anchor_count", "grow_kb", "grow_rows", "grow_streamed", "perturb"]
 
 
 @dataclass
@@ -91,6 +92,60 @@ def grow_kb(
     return GrownKB(grown, _grow_vectors(vectors, replicas, noise, seed), replicas)
 
 
+class StreamedKB:
+    """A grown KB that is never held as models: each part's JSON is made replica by replica when the
+    store saves it (:class:`gravity_core.store.SavableKB`), for KBs too large to hold whole (a
+    grown :class:`~gravity_core.schema.KnowledgeBase` takes about 22 KB per anchor, 22 GB at 1M)."""
+
+    def __init__(self, kb: KnowledgeBase, replicas: int, *, rename: bool = True) -> None:
+        self._seed = kb.to_dict()
+        self._build = kb.part_json("build")
+        self.replicas = replicas
+        self._rename = rename
+        counts = {part: len(self._seed[part]) * replicas for part in _PARTS}
+        # The store reads only len() of these.
+        self.utterances, self.entities, self.events, self.topics, self.summaries = (
+            range(counts[part]) for part in _PARTS
+        )
+
+    @property
+    def anchors(self) -> int:
+        """Entities, events and topics."""
+        return len(self.entities) + len(self.events) + len(self.topics)
+
+    def part_json(self, part: str) -> bytes:
+        """The part as one JSON object of records by id (what ``KnowledgeBase.part_json`` gives)."""
+        if part == "build":
+            return self._build
+        if part not in _PARTS:
+            raise KeyError(part)
+        members: list[bytes] = []
+        for number in range(self.replicas):
+            if number == 0:
+                records = self._seed[part]
+            else:
+                names = _made_up_names(self._seed, number) if self._rename else {}
+                records = _replica(self._seed, f"r{number}/", names)[part]
+            if records:
+                members.append(json.dumps(records, separators=(",", ":")).encode("utf-8")[1:-1])
+        return b"{" + b",".join(members) + b"}"
+
+
+def grow_streamed(
+    kb: KnowledgeBase, vectors: AnchorVectors, anchors: int, *, noise: float = 0.3, seed: int = 0
+) -> tuple[StreamedKB, AnchorVectors]:
+    """What :func:`grow_kb` makes (renamed replicas), as a :class:`StreamedKB` and its vectors.
+
+    The vectors leave out the turn vectors (2.4M rows at 1M anchors; only a build reads them, and a
+    KB without them loads as one saved before they existed).
+    """
+    per_seed = anchor_count(kb)
+    if per_seed == 0:
+        raise ValueError("the seed KB has no anchor to replicate")
+    replicas = max(1, round(anchors / per_seed))
+    return StreamedKB(kb, replicas), _grow_vectors(vectors, replicas, noise, seed, skip=(TURN_KIND,))
+
+
 def grow_rows(
     ids: Sequence[str], texts: Sequence[str], matrix: Matrix, rows: int, *, noise: float = 0.3, seed: int = 0
 ) -> tuple[list[str], list[str], Matrix]:
@@ -114,10 +169,14 @@ def grow_rows(
 _PARTS = ("utterances", "entities", "events", "topics", "summaries")
 
 
-def _grow_vectors(vectors: AnchorVectors, replicas: int, noise: float, seed: int) -> AnchorVectors:
+def _grow_vectors(
+    vectors: AnchorVectors, replicas: int, noise: float, seed: int, skip: Sequence[str] = ()
+) -> AnchorVectors:
     rng = np.random.default_rng(seed)
     grown = AnchorVectors(embedder=vectors.embedder, dim=vectors.dim)
     for kind in VECTOR_KINDS:
+        if kind in skip:
+            continue
         base = vectors.get(kind)
         ids = list(base.ids)
         digests = list(base.digests)

@@ -43,11 +43,11 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
@@ -80,7 +80,7 @@ from gravity_core.packed_kb import (
 from gravity_core.schema import SCHEMA_VERSION, BuildInfo, KnowledgeBase
 from gravity_core.storage_errors import check_writable, os_errors
 
-__all__ = ["JOURNAL", "MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "write_json_atomic"]
+__all__ = ["JOURNAL", "MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "SavableKB", "write_json_atomic"]
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +203,24 @@ def _os_errors(
 
 
 K = TypeVar("K", KnowledgeBase, PackedKB)
+
+
+class SavableKB(Protocol):
+    """What a save needs of a KB: each part as JSON (``"utterances"``, ``"entities"``, ``"events"``,
+    ``"topics"``, ``"summaries"``: an object of records by id; ``"build"``: the build info) and how
+    many records each holds. :class:`~gravity_core.schema.KnowledgeBase` is one."""
+
+    @property
+    def utterances(self) -> Sized: ...
+    @property
+    def entities(self) -> Sized: ...
+    @property
+    def events(self) -> Sized: ...
+    @property
+    def topics(self) -> Sized: ...
+    @property
+    def summaries(self) -> Sized: ...
+    def part_json(self, part: str) -> bytes: ...
 
 
 @dataclass
@@ -349,8 +367,12 @@ class AnchorStore:
         return no_manifest and bool(generations) and generations == first_saves(self.directory, FORMAT)
 
     @_os_errors("write")
-    def save(self, kb: KnowledgeBase, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
+    def save(self, kb: SavableKB, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
         """Write ``kb`` and ``vectors`` as a new generation; returns its number.
+
+        ``kb`` is a :class:`~gravity_core.schema.KnowledgeBase`, or anything that gives each part's
+        JSON and its record counts (:class:`SavableKB`: a KB too large to hold as models, written
+        part by part); loading validates every record either way.
 
         ``keep_history=False`` (a forget) starts a new history: every earlier generation and the
         journal are deleted once the new one is current, and :meth:`rollback` never goes back
@@ -367,7 +389,7 @@ class AnchorStore:
         with self.writer():
             return self._save_locked(kb, vectors, keep_history=keep_history)
 
-    def _save_locked(self, kb: KnowledgeBase, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
+    def _save_locked(self, kb: SavableKB, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
         self._check_output()
         previous = self._read_manifest()["generation"] if self.exists() else None
         generation = next_generation(self.directory)
@@ -775,7 +797,7 @@ class AnchorStore:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _write_manifest(self, generation: int, kb: KnowledgeBase, embedder: str, on_disk: list[int]) -> None:
+    def _write_manifest(self, generation: int, kb: SavableKB, embedder: str, on_disk: list[int]) -> None:
         """Write the manifest naming ``generation`` current and ``on_disk`` as this store's generations.
 
         Only generations a written manifest names are ever pruned.
@@ -800,7 +822,7 @@ class AnchorStore:
         write_json_atomic(self.directory / MANIFEST, manifest, indent=1)
         fsync_dir(self.directory)
 
-    def _write_generation(self, folder: Path, kb: KnowledgeBase, vectors: AnchorVectors) -> None:
+    def _write_generation(self, folder: Path, kb: SavableKB, vectors: AnchorVectors) -> None:
         # Each file's digest is taken from the bytes written, not read back: at 100k anchors
         # reading the folder again cost 2.7 s of a 23 s save.
         digests: dict[str, str] = {}

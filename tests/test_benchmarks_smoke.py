@@ -30,12 +30,14 @@ from benchmarks.common import (
 )
 from benchmarks.fakes import TokenMeter, fake_answer
 from benchmarks.report import load_results, markdown_table
-from benchmarks.synthetic import anchor_count, grow_kb, grow_rows
+from benchmarks.synthetic import anchor_count, grow_kb, grow_rows, grow_streamed
 from benchmarks.workspace import Workspace
+from gravity_core.anchor_vectors import EXPANSION_KIND, TURN_KIND
 from gravity_core.build import plan_batches
 from gravity_core.loaders.locomo import load_locomo
 from gravity_core.prompts import PromptContext, build_fused_messages
 from gravity_core.schema import AnchorKind
+from gravity_core.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 
 TINY = Path(__file__).parent / "fixtures" / "locomo_tiny.json"
@@ -116,9 +118,16 @@ def test_build_speed_gives_build_and_incremental_results(workspace: Workspace) -
 def test_memory_measures_each_mode_in_a_subprocess(workspace: Workspace) -> None:
     result = memory.run(workspace.settings, workspace)
     _check(result, sides={"baseline", "load", "query"})
-    assert result.figures["load"]["maxrss_mb"] > 0
-    assert result.figures["query"]["query_peak_mb"] >= 0
-    assert "load_s" in result.figures["load"] and "load_s" not in result.figures["baseline"]
+    assert "load_s" not in result.figures["baseline"]
+    sizes = result.figures["sizes"]
+    assert list(sizes) == [str(n) for n in workspace.settings.memory_sizes]
+    for figures in sizes.values():
+        assert figures["load"]["maxrss_mb"] > 0 and "load_s" in figures["load"]
+        assert figures["query"]["query_peak_mb"] >= 0 and figures["query"]["query_p50_ms"] > 0
+    # The larger KB holds about twice the anchors of the smaller one.
+    assert 1.5 < sizes["400"]["anchors"] / sizes["200"]["anchors"] < 2.5
+    per_anchor = [r for r in result.ratios if r["name"].startswith("KB RSS per anchor")]
+    assert len(per_anchor) == 2 and all(r["target"] == memory.PER_ANCHOR_KB for r in per_anchor)
 
 
 def test_long_build_reports_time_per_utterance_at_each_size(workspace: Workspace) -> None:
@@ -190,6 +199,20 @@ def test_grown_kb_is_consistent_and_renamed(workspace: Workspace) -> None:
         assert grown.vectors.get(kind).matrix.shape[0] == len(grown.vectors.get(kind).ids)
     same = grow_kb(kb, vectors, 3 * anchor_count(kb), rename=False)
     assert {e.name for e in same.kb.entities.values()} == seed_names
+
+
+def test_a_streamed_kb_saves_the_grown_kb_but_its_turn_vectors(workspace: Workspace, tmp_path: Path) -> None:
+    kb, vectors = workspace.seed
+    streamed, streamed_vectors = grow_streamed(kb, vectors, 5 * anchor_count(kb))
+    AnchorStore(tmp_path / "streamed").save(streamed, streamed_vectors)
+    grown = grow_kb(kb, vectors, 5 * anchor_count(kb))
+    loaded = AnchorStore(tmp_path / "streamed").load()
+    assert loaded.kb.to_dict() == grown.kb.to_dict()
+    assert streamed.anchors == grown.anchors
+    assert loaded.vectors.get(TURN_KIND).ids == []  # saved empty: only a build reads them
+    for kind in (AnchorKind.ENTITY.value, AnchorKind.EVENT.value, EXPANSION_KIND):
+        assert loaded.vectors.get(kind).ids == grown.vectors.get(kind).ids
+        assert np.array_equal(loaded.vectors.get(kind).matrix, grown.vectors.get(kind).matrix)
 
 
 def test_grow_rows_copies_with_new_ids() -> None:
