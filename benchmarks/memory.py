@@ -103,7 +103,7 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
                 None,
             ),
         ]
-        logger.info("memory at %s done", label)
+        logger.info("memory %s done", label)
     return result
 
 
