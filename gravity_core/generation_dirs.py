@@ -112,9 +112,11 @@ def stage_generation(
 def remove_generations(directory: Path, fmt: str, remove: Collection[int]) -> None:
     """Delete the owned generations in ``remove``, and staging leftovers of crashed saves.
 
-    Called only after a manifest that names ``remove`` has been written. A staging folder is
-    removed only if it is empty (a save killed before it wrote its marker) or its marker names
-    ``fmt`` and the number in its name.
+    Called only after a manifest that names ``remove`` has been written, or with nothing to
+    remove by a writer that holds the lock. A staging folder is removed only if it is empty (a
+    save killed before it wrote its marker), holds nothing but a marker that does not parse (killed
+    while writing it: the marker is a save's first file) or its marker names ``fmt`` and the
+    number in its name.
     """
     for generation in owned_generations(directory, fmt):
         if generation in remove:
@@ -126,7 +128,7 @@ def remove_generations(directory: Path, fmt: str, remove: Collection[int]) -> No
     for path in directory.iterdir():
         staged = _STAGING.match(path.name)
         if staged and path.is_dir() and not path.is_symlink():
-            if _marker_says(path, fmt, int(staged.group(1))):
+            if _marker_says(path, fmt, int(staged.group(1))) or _torn_marker_only(path):
                 _remove_marked(path)
             else:
                 with contextlib.suppress(OSError):
@@ -134,6 +136,15 @@ def remove_generations(directory: Path, fmt: str, remove: Collection[int]) -> No
         elif _MANIFEST_TMP.match(path.name) and path.is_file():
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _torn_marker_only(folder: Path) -> bool:
+    """The folder holds just a marker file, and it does not parse."""
+    try:
+        names = [p.name for p in folder.iterdir()]
+    except OSError:
+        return False
+    return names == [MARKER] and not _marker(folder)
 
 
 def _remove_marked(folder: Path) -> None:

@@ -290,20 +290,19 @@ class AnchorStore:
                     raise AnchorStoreError("is not a folder", path=str(self.directory))
                 held.enter_context(writer_lock(self.directory))
                 check_writable(self.directory)
-                self._drop_forgotten_history()
+                self._finish_interrupted_writes()
             self._lock_owner, self._lock_depth = me, 1
             try:
                 yield
             finally:
                 self._lock_owner, self._lock_depth = None, 0
 
-    def _drop_forgotten_history(self) -> None:
-        """Finish a forget killed before it deleted what came before it: the generations older than
-        the newest one that began a new history, folders it was deleting, and a journal that
+    def _finish_interrupted_writes(self) -> None:
+        """Remove what a killed save left (its staging folder, a half-deleted generation), also when
+        this writer saves nothing; and finish a forget killed before it deleted what came before
+        it: the generations older than the newest one that began a new history, and a journal that
         followed one of them."""
         start = history_start(self.directory, FORMAT)
-        if not start:
-            return
         stale = [g for g in self._generations() if g < start]
         journal = self.directory / JOURNAL
         if stale and journal.exists() and not read_journal(journal, self._peek_generation()).records:

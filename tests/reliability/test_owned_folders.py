@@ -90,6 +90,46 @@ def test_a_staging_folder_of_a_crashed_save_is_removed_only_with_its_marker(tmp_
     assert (foreign / "notes.txt").read_text() == "not ours"
 
 
+@pytest.mark.parametrize("marker_text", ["", '{"format": "gravity-kb", "gener'])
+def test_a_save_killed_while_writing_its_marker_leaves_nothing_after_the_next_save(
+    tmp_path: Path, marker_text: str
+) -> None:
+    """The marker is the first file a save writes: a folder holding only a torn one is a killed save's."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    torn = kb / ".g000001.98a08b20"
+    torn.mkdir()
+    (torn / MARKER).write_text(marker_text)
+    builder(kb).add(conversation(sessions=1))
+    assert not torn.exists()
+    assert AnchorStore(kb).generations() == [1]  # the killed save's number, free again
+
+
+def test_a_torn_marker_next_to_other_files_is_not_taken_for_the_stores(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    builder(kb).add(conversation(sessions=1))
+    other = kb / ".g000009.abcdef12"
+    other.mkdir()
+    (other / MARKER).write_text("")
+    (other / "notes.txt").write_text("not ours")
+    builder(kb).add(conversation(sessions=2))
+    assert (other / "notes.txt").read_text() == "not ours"
+
+
+def test_a_build_with_nothing_to_save_still_removes_a_crashed_saves_leftovers(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    turns = conversation(sessions=1)
+    builder(kb).add(turns)
+    crashed = kb / ".g000005.zzzzzzzz"
+    crashed.mkdir()
+    (crashed / MARKER).write_text(json.dumps({"format": "gravity-kb", "generation": 5}))
+    (crashed / "entities.json").write_text("[")
+    before = AnchorStore(kb).generations()
+    builder(kb).add(turns)  # every turn is in the KB already
+    assert AnchorStore(kb).generations() == before
+    assert not crashed.exists()
+
+
 def test_a_lost_manifest_makes_build_refuse_and_rollback_restores_the_whole_kb(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
