@@ -259,6 +259,55 @@ def test_entity_profile_caps_attributes_best_first_and_cuts_long_text(
     assert "word " * 10 not in line and "thing8" not in line
 
 
+def with_likes(kb: KnowledgeBase, count: int) -> None:
+    stamp = at(2024, 3, 1)
+    for n in range(count):
+        kb.entities["maya"].attributes.append(
+            Attribute(
+                name="likes",
+                value=f"thing{n}" if n != 5 else "pottery classes",
+                confidence=0.5,
+                first_seen=stamp,
+                last_seen=stamp,
+                sources=["D1:1"],
+            )
+        )
+
+
+def test_a_profile_too_long_to_show_whole_puts_the_attributes_the_question_names_first(
+    kb: KnowledgeBase, counter: TokenCounter
+) -> None:
+    with_likes(kb, 12)
+    limits = BlockLimits(max_attribute_values=3)
+    maya = [ScoredAnchor(ENTITY, "maya", 0.8)]
+
+    def profile(focus: frozenset[str]) -> str:
+        blocks, text, _, tokens = format_blocks(
+            kb, maya, counter=counter, token_budget=None, limits=limits, focus=focus
+        )
+        assert tokens == counter.count(text)
+        [line] = parse_items(blocks.entities)
+        return line
+
+    plain = profile(frozenset())
+    assert "pottery" not in plain and "occupation: nurse" in plain
+    asked = profile(frozenset({"pottery"}))
+    assert "likes: pottery classes" in asked
+    assert asked.count(": ") == plain.count(": ")  # still three attribute values, one of them swapped
+    assert profile(frozenset({"violin"})) == plain  # nothing named: the usual ranking
+
+
+def test_a_profile_shown_whole_is_the_same_whatever_the_question(
+    kb: KnowledgeBase, counter: TokenCounter
+) -> None:
+    maya = [ScoredAnchor(ENTITY, "maya", 0.8)]
+    texts = {
+        format_blocks(kb, maya, counter=counter, token_budget=None, focus=focus)[1]
+        for focus in (frozenset(), frozenset({"nurs"}), frozenset({"violin"}))
+    }
+    assert len(texts) == 1
+
+
 def parse_items(block: str) -> list[str]:
     return [line for line in block.split("\n") if line.startswith("- ")]
 
@@ -338,6 +387,51 @@ def test_long_topic_arc_keeps_first_and_latest_sessions(kb: KnowledgeBase, count
         "  fact: f",
     ]
     assert item in blocks.topics
+
+
+def test_a_long_topic_shows_the_sessions_and_facts_the_question_names(
+    kb: KnowledgeBase, counter: TokenCounter
+) -> None:
+    topic = kb.topics["tp-0001"]
+    words = ["boxes", "van", "keys", "neighbours", "garden", "paint", "party"]
+    arc = [
+        ArcSnapshot(session=f"s{n}", date=at(2024, 1, n), summary=f"step {n}: {w}", sources=[f"D{n}:1"])
+        for n, w in enumerate(words, start=1)
+    ]
+    facts = [Fact(text=f"fact about {w}", sources=[]) for w in words]
+    kb.topics["tp-0001"] = topic.model_copy(
+        update={"arc": arc, "sessions": [a.session for a in arc], "key_facts": facts}
+    )
+    limits = BlockLimits(max_arc=3, max_facts=2)
+
+    def lines(focus: frozenset[str]) -> list[str]:
+        text = format_blocks(
+            kb,
+            [ScoredAnchor(TOPIC, "tp-0001", 0.5)],
+            counter=counter,
+            token_budget=None,
+            limits=limits,
+            focus=focus,
+        )[1]
+        return parse(text)[0][2][0].split("\n")
+
+    assert lines(frozenset({"van", "neighbour"}))[1:] == [
+        "  1 January 2024: step 1: boxes [D1:1]",
+        "  … 4 more sessions",
+        "  2 January 2024: step 2: van [D2:1]",
+        "  4 January 2024: step 4: neighbours [D4:1]",
+        "  fact: fact about van",
+        "  fact: fact about neighbours",
+    ]
+    assert lines(frozenset({"violin"})) == lines(frozenset())  # nothing named: first and latest sessions
+    assert lines(frozenset())[1:] == [
+        "  1 January 2024: step 1: boxes [D1:1]",
+        "  … 4 more sessions",
+        "  6 January 2024: step 6: paint [D6:1]",
+        "  7 January 2024: step 7: party [D7:1]",
+        "  fact: fact about boxes",
+        "  fact: fact about van",
+    ]
 
 
 def test_blocks_come_in_fixed_order_and_empty_ones_are_left_out(

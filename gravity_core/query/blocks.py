@@ -11,7 +11,7 @@ import html
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -24,6 +24,7 @@ from gravity_core.prompts.injection import (
     BlockTemplate,
     InjectionTemplate,
 )
+from gravity_core.query.lexicon import keyword_stems
 from gravity_core.query.types import Blocks, ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
@@ -118,14 +119,24 @@ def _ids(sources: Sequence[str], limits: BlockLimits) -> str:
     return f" [{', '.join(shown)}{more}]"
 
 
-def _ranked_attributes(entity: EntityAnchor, hidden: set[tuple[str, str]], limit: int) -> list[Attribute]:
-    candidates = [a for a in entity.current_attributes() if (a.name, a.value) not in hidden]
+def _ranked_attributes(
+    entity: EntityAnchor, hidden: set[tuple[str, str]], limit: int, promoted: Collection[int] = ()
+) -> list[Attribute]:
+    """The ``limit`` attributes shown: those of ``promoted`` (indices into ``current_attributes()``) first."""
+    current = entity.current_attributes()
+    kept = [i for i, a in enumerate(current) if (a.name, a.value) not in hidden]
 
-    def rank(i: int) -> tuple[float, int, float, int]:
-        attribute = candidates[i]
-        return (-attribute.confidence, -attribute.mentions, -attribute.last_seen.timestamp(), i)
+    def rank(i: int) -> tuple[bool, float, int, float, int]:
+        attribute = current[i]
+        return (
+            i not in promoted,
+            -attribute.confidence,
+            -attribute.mentions,
+            -attribute.last_seen.timestamp(),
+            i,
+        )
 
-    return [candidates[i] for i in sorted(range(len(candidates)), key=rank)[:limit]]
+    return [current[i] for i in sorted(kept, key=rank)[:limit]]
 
 
 def _grouped(pairs: Iterable[tuple[str, str]]) -> list[str]:
@@ -165,7 +176,9 @@ def _relation_value(relation: Relation, limits: BlockLimits) -> str:
     return value
 
 
-def _render_entity(entity: EntityAnchor, kb: KBReader, limits: BlockLimits) -> str:
+def _render_entity(
+    entity: EntityAnchor, kb: KBReader, limits: BlockLimits, promoted: Collection[int] = ()
+) -> str:
     cap = limits.max_text_chars
     kind = entity.type.value + (", speaker" if entity.is_speaker else "")
     aliases = [_text(a, cap) for a in entity.aliases if a]
@@ -175,7 +188,7 @@ def _render_entity(entity: EntityAnchor, kb: KBReader, limits: BlockLimits) -> s
     changes = _latest_transitions(entity, limits.max_transitions)
     # A current value reached by a shown change is already in its chain.
     reached = {(t.attribute, t.new) for t in changes}
-    attributes = _ranked_attributes(entity, reached, limits.max_attribute_values)
+    attributes = _ranked_attributes(entity, reached, limits.max_attribute_values, promoted)
     parts += _grouped((_text(_label(a.name), cap), _text(a.value, cap)) for a in attributes)
     relations = sorted(
         range(len(entity.relations)),
@@ -230,16 +243,26 @@ def _render_event(event: EventAnchor, limits: BlockLimits) -> str:
     return "- " + _DASH.join(parts) + _ids(event.sources, limits)
 
 
-def _arc_shown(arc: Sequence[ArcSnapshot], limit: int) -> tuple[list[ArcSnapshot], int]:
-    """The first snapshot and the latest ones up to ``limit``; and how many were left out after the first."""
+def _arc_shown(
+    arc: Sequence[ArcSnapshot], limit: int, promoted: Sequence[int] = ()
+) -> tuple[list[ArcSnapshot], int]:
+    """The snapshots of ``promoted`` (latest first), then the first and the latest ones, up to
+    ``limit``, in date order; and how many were left out."""
     if len(arc) <= limit:
         return list(arc), 0
-    if limit <= 1:
-        return list(arc[len(arc) - limit :]), 0
-    return [arc[0], *arc[len(arc) - (limit - 1) :]], len(arc) - limit
+    default = (
+        [len(arc) - n for n in range(1, limit + 1)]
+        if limit <= 1
+        else [0, *range(len(arc) - (limit - 1), len(arc))]
+    )
+    picked = list(dict.fromkeys([*sorted(promoted, reverse=True), *default]))[:limit]
+    return [arc[i] for i in sorted(picked)], len(arc) - len(picked)
 
 
-def _render_topic(topic: TopicAnchor, limits: BlockLimits) -> str:
+def _render_topic(
+    topic: TopicAnchor, limits: BlockLimits, arc_first: Sequence[int] = (), facts_first: Sequence[int] = ()
+) -> str:
+    """``arc_first``: indices into the date-ordered arc to show first; ``facts_first``: into the key facts."""
     cap = limits.max_text_chars
     arc = sorted(topic.arc, key=lambda s: s.date)
     n_sessions = max(len(topic.sessions), len(arc))
@@ -255,13 +278,14 @@ def _render_topic(topic: TopicAnchor, limits: BlockLimits) -> str:
     if participants:
         parts.append(f"participants: {', '.join(participants)}")
     lines = ["- " + _SEP.join(parts)]
-    shown, skipped = _arc_shown(arc, limits.max_arc)
+    shown, skipped = _arc_shown(arc, limits.max_arc, arc_first)
     for index, snapshot in enumerate(shown):
         summary = _text(snapshot.summary, cap)
         lines.append(f"{_CONTINUATION}{_day(snapshot.date)}: {summary}{_ids(snapshot.sources, limits)}")
         if index == 0 and skipped:
             lines.append(f"{_CONTINUATION}… {skipped} more session{'s' if skipped != 1 else ''}")
-    for fact in topic.key_facts[: limits.max_facts]:
+    facts = [topic.key_facts[i] for i in dict.fromkeys([*facts_first, *range(len(topic.key_facts))])]
+    for fact in facts[: limits.max_facts]:
         lines.append(f"{_CONTINUATION}fact: {_text(fact.text, cap)}{_ids(fact.sources, limits)}")
     return "\n".join(lines)
 
@@ -304,12 +328,15 @@ class RenderedAnchors:
         counter: TokenCounter,
         limits: BlockLimits | None = None,
         template: InjectionTemplate = DEFAULT_INJECTION,
+        stems: Callable[[str], Iterable[str]] = keyword_stems,
     ) -> None:
         self.kb = kb
         self.counter = counter
         self.limits = limits or BlockLimits()
         self.template = template
         self._memo: dict[tuple[AnchorKind, str], _Rendered | None] = {}
+        self._stems_memo: dict[tuple[AnchorKind, str], list[list[frozenset[str]]] | None] = {}
+        self.stems = stems
         self._costs: tuple[int, dict[AnchorKind, int]] | None = None
 
     def block_costs(self) -> tuple[int, dict[AnchorKind, int]]:
@@ -335,6 +362,49 @@ class RenderedAnchors:
         self._memo[key] = rendered
         return rendered
 
+    def focused(self, kind: AnchorKind, anchor_id: str, focus: Collection[str]) -> _Rendered | None:
+        """The anchor rendered for a question about ``focus`` (stems).
+
+        What an anchor has more of than it can show (an entity's attributes, a topic's sessions
+        and key facts) is shown starting with the parts that share a stem with the question; an
+        anchor with no such part (and every event) is rendered as :meth:`get` renders it.
+        """
+        if kind is AnchorKind.EVENT or not focus:
+            return self.get(kind, anchor_id)
+        parts = self._part_stems(kind, anchor_id)
+        if parts is None:
+            return None
+        promoted = [tuple(i for i, stems in enumerate(part) if not stems.isdisjoint(focus)) for part in parts]
+        if not any(promoted):
+            return self.get(kind, anchor_id)
+        if kind is AnchorKind.ENTITY:
+            text = _render_entity(self.kb.entities[anchor_id], self.kb, self.limits, frozenset(promoted[0]))
+        else:
+            text = _render_topic(self.kb.topics[anchor_id], self.limits, promoted[0], promoted[1])
+        return _Rendered(text, self.counter.count(text + "\n"))
+
+    def _part_stems(self, kind: AnchorKind, anchor_id: str) -> list[list[frozenset[str]]] | None:
+        """Per part of the anchor that can be cut, each element's stems ([] when all of it is shown)."""
+        key = (kind, anchor_id)
+        if key in self._stems_memo:
+            return self._stems_memo[key]
+        limits, stems = self.limits, self.stems
+        parts: list[list[frozenset[str]]] | None = None
+        if kind is AnchorKind.ENTITY and anchor_id in self.kb.entities:
+            current = self.kb.entities[anchor_id].current_attributes()
+            cut = len(current) > limits.max_attribute_values
+            parts = [[frozenset(stems(f"{_label(a.name)} {a.value}")) for a in current] if cut else []]
+        elif kind is AnchorKind.TOPIC and anchor_id in self.kb.topics:
+            topic = self.kb.topics[anchor_id]
+            arc = sorted(topic.arc, key=lambda snapshot: snapshot.date)
+            facts = topic.key_facts
+            parts = [
+                [frozenset(stems(s.summary)) for s in arc] if len(arc) > limits.max_arc else [],
+                [frozenset(stems(f.text)) for f in facts] if len(facts) > limits.max_facts else [],
+            ]
+        self._stems_memo[key] = parts
+        return parts
+
     def _render(self, kind: AnchorKind, anchor_id: str) -> _Rendered | None:
         kb, limits = self.kb, self.limits
         chrono: tuple[date, datetime, str] | None = None
@@ -355,7 +425,9 @@ class RenderedAnchors:
         return _Rendered(text, self.counter.count(text + "\n"), chrono)
 
 
-def _items(selected: Sequence[ScoredAnchor], rendered: RenderedAnchors) -> list[_Item]:
+def _items(
+    selected: Sequence[ScoredAnchor], rendered: RenderedAnchors, focus: Collection[str] = ()
+) -> list[_Item]:
     items: list[_Item] = []
     seen: set[tuple[AnchorKind, str]] = set()
     for anchor in selected:
@@ -363,7 +435,7 @@ def _items(selected: Sequence[ScoredAnchor], rendered: RenderedAnchors) -> list[
         if key in seen:
             continue
         seen.add(key)
-        item = rendered.get(anchor.kind, anchor.id)
+        item = rendered.focused(anchor.kind, anchor.id, focus)
         if item is None:
             logger.debug("skipping %s %r: not in the KB", anchor.kind.value, anchor.id)
             continue
@@ -452,6 +524,7 @@ def format_blocks(
     limits: BlockLimits | None = None,
     template: InjectionTemplate = DEFAULT_INJECTION,
     rendered: RenderedAnchors | None = None,
+    focus: Collection[str] = (),
 ) -> tuple[Blocks, str, list[ScoredAnchor], int]:
     """Format the selected anchors into the Topic Summaries, Entity Profiles and Event Records blocks.
 
@@ -526,7 +599,7 @@ def format_blocks(
         or (limits is not None and limits != rendered.limits)
     ):
         raise ConfigurationError("rendered= was built for another KB, counter, limits or template")
-    items = _items(selected, rendered)
+    items = _items(selected, rendered, focus)
     costs = rendered.block_costs()
     if token_budget is not None:
         items = _fit(items, token_budget, costs)

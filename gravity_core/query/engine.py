@@ -302,6 +302,7 @@ class GravityEngine:
             counter=self.counter,
             token_budget=token_budget,
             rendered=served.rendered,
+            focus=served.lexicon.focus(context.question),
         )
         return text, tokens
 
@@ -349,7 +350,12 @@ class GravityEngine:
             selected = []
         expansions = expand(served.kb, selected, cfg.expansion_budget, question) if cfg.expand else []
         blocks, text, kept, tokens = format_blocks(
-            served.kb, selected, counter=self.counter, token_budget=cfg.token_budget, rendered=served.rendered
+            served.kb,
+            selected,
+            counter=self.counter,
+            token_budget=cfg.token_budget,
+            rendered=served.rendered,
+            focus=served.lexicon.focus(question),
         )
         return AnchorContext(question, kept, expansions, blocks, text, tokens)
 

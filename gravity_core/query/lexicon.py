@@ -28,7 +28,7 @@ import math
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TypeVar
@@ -41,7 +41,7 @@ from gravity_core.extract.offline.keywords import STOP_WORDS, content_tokens, le
 from gravity_core.packed_kb import KBReader
 from gravity_core.schema import EntityAnchor, EventAnchor, TopicAnchor
 
-__all__ = ["AnchorLexicon", "EventDates", "stem"]
+__all__ = ["AnchorLexicon", "EventDates", "keyword_stems", "stem"]
 
 R = TypeVar("R")
 
@@ -120,6 +120,12 @@ def stem(word: str) -> str:
 
 
 _QUESTION_STEMS = frozenset(stem(w) for w in _QUESTION_WORDS.split())
+
+
+def keyword_stems(text: str, stemmer: Callable[[str], str] = stem) -> list[str]:
+    """Distinct keyword stems of ``text`` (its content words through ``stemmer``), in order."""
+    out = dict.fromkeys(stemmer(t.lemma) for t in content_tokens(text))
+    return [s for s in out if len(s) >= 3]
 
 
 def _fold(token: str) -> str:
@@ -241,8 +247,7 @@ class _Stemmer:
 
     def stems(self, text: str) -> list[str]:
         """Distinct keyword stems of ``text``, in order."""
-        out = dict.fromkeys(self(t.lemma) for t in content_tokens(text))
-        return [s for s in out if len(s) >= 3]
+        return keyword_stems(text, self)
 
 
 class _KeywordIndex:
@@ -649,6 +654,14 @@ class AnchorLexicon:
         return out
 
     # ---------------------------------------------------------------------------------- public
+
+    def stems(self, text: str) -> list[str]:
+        """Distinct keyword stems of ``text``, in order (as the KB's keywords are stemmed)."""
+        return self._stem.stems(text)
+
+    def focus(self, question: str) -> frozenset[str]:
+        """The stems of what ``question`` asks about: its keyword stems but question words."""
+        return frozenset(self._stem.stems(question)) - _QUESTION_STEMS
 
     def participants(self, question: str) -> list[str]:
         """Ids of the entities named in ``question`` that take part in events, best match first."""
