@@ -11,7 +11,7 @@ import html
 import logging
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -28,8 +28,6 @@ from gravity_core.query.lexicon import keyword_stems
 from gravity_core.query.types import Blocks, ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
-    ArcSnapshot,
-    Attribute,
     EntityAnchor,
     EventAnchor,
     Granularity,
@@ -119,24 +117,19 @@ def _ids(sources: Sequence[str], limits: BlockLimits) -> str:
     return f" [{', '.join(shown)}{more}]"
 
 
-def _ranked_attributes(
-    entity: EntityAnchor, hidden: set[tuple[str, str]], limit: int, promoted: Collection[int] = ()
-) -> list[Attribute]:
-    """The ``limit`` attributes shown: those of ``promoted`` (indices into ``current_attributes()``) first."""
+def _attribute_order(entity: EntityAnchor, limits: BlockLimits) -> list[int]:
+    """Indices into ``current_attributes()`` of the values a profile may show, best first: by
+    confidence, mentions and recency. A value reached by a shown state change is left out (it is
+    in the change's chain)."""
     current = entity.current_attributes()
-    kept = [i for i, a in enumerate(current) if (a.name, a.value) not in hidden]
+    reached = {(t.attribute, t.new) for t in _latest_transitions(entity, limits.max_transitions)}
+    kept = [i for i, a in enumerate(current) if (a.name, a.value) not in reached]
 
-    def rank(i: int) -> tuple[bool, float, int, float, int]:
+    def rank(i: int) -> tuple[float, int, float, int]:
         attribute = current[i]
-        return (
-            i not in promoted,
-            -attribute.confidence,
-            -attribute.mentions,
-            -attribute.last_seen.timestamp(),
-            i,
-        )
+        return (-attribute.confidence, -attribute.mentions, -attribute.last_seen.timestamp(), i)
 
-    return [current[i] for i in sorted(kept, key=rank)[:limit]]
+    return sorted(kept, key=rank)
 
 
 def _grouped(pairs: Iterable[tuple[str, str]]) -> list[str]:
@@ -177,8 +170,10 @@ def _relation_value(relation: Relation, limits: BlockLimits) -> str:
 
 
 def _render_entity(
-    entity: EntityAnchor, kb: KBReader, limits: BlockLimits, promoted: Collection[int] = ()
+    entity: EntityAnchor, kb: KBReader, limits: BlockLimits, shown: Sequence[int] | None = None
 ) -> str:
+    """``shown``: the attribute values to show (indices into ``current_attributes()``; default the
+    best of :func:`_attribute_order`)."""
     cap = limits.max_text_chars
     kind = entity.type.value + (", speaker" if entity.is_speaker else "")
     aliases = [_text(a, cap) for a in entity.aliases if a]
@@ -186,9 +181,10 @@ def _render_entity(
     parts = [head]
 
     changes = _latest_transitions(entity, limits.max_transitions)
-    # A current value reached by a shown change is already in its chain.
-    reached = {(t.attribute, t.new) for t in changes}
-    attributes = _ranked_attributes(entity, reached, limits.max_attribute_values, promoted)
+    current = entity.current_attributes()
+    if shown is None:
+        shown = _attribute_order(entity, limits)[: limits.max_attribute_values]
+    attributes = [current[i] for i in shown]
     parts += _grouped((_text(_label(a.name), cap), _text(a.value, cap)) for a in attributes)
     relations = sorted(
         range(len(entity.relations)),
@@ -243,20 +239,13 @@ def _render_event(event: EventAnchor, limits: BlockLimits) -> str:
     return "- " + _DASH.join(parts) + _ids(event.sources, limits)
 
 
-def _arc_shown(
-    arc: Sequence[ArcSnapshot], limit: int, promoted: Sequence[int] = ()
-) -> tuple[list[ArcSnapshot], int]:
-    """The snapshots of ``promoted`` (latest first), then the first and the latest ones, up to
-    ``limit``, in date order; and how many were left out."""
-    if len(arc) <= limit:
-        return list(arc), 0
-    default = (
-        [len(arc) - n for n in range(1, limit + 1)]
-        if limit <= 1
-        else [0, *range(len(arc) - (limit - 1), len(arc))]
-    )
-    picked = list(dict.fromkeys([*sorted(promoted, reverse=True), *default]))[:limit]
-    return [arc[i] for i in sorted(picked)], len(arc) - len(picked)
+def _arc_shown(count: int, limit: int, promoted: Sequence[int] = ()) -> list[int]:
+    """Indices of the snapshots a topic shows of its ``count``, in date order: those of ``promoted``
+    (latest first), then the first and the latest ones, up to ``limit``."""
+    if count <= limit:
+        return list(range(count))
+    default = [0, *range(count - (limit - 1), count)] if limit > 1 else list(range(count - limit, count))
+    return sorted(list(dict.fromkeys([*sorted(promoted, reverse=True), *default]))[:limit])
 
 
 def _render_topic(
@@ -278,7 +267,8 @@ def _render_topic(
     if participants:
         parts.append(f"participants: {', '.join(participants)}")
     lines = ["- " + _SEP.join(parts)]
-    shown, skipped = _arc_shown(arc, limits.max_arc, arc_first)
+    picked = _arc_shown(len(arc), limits.max_arc, arc_first)
+    shown, skipped = [arc[i] for i in picked], len(arc) - len(picked)
     for index, snapshot in enumerate(shown):
         summary = _text(snapshot.summary, cap)
         lines.append(f"{_CONTINUATION}{_day(snapshot.date)}: {summary}{_ids(snapshot.sources, limits)}")
@@ -297,6 +287,20 @@ class _Rendered:
     text: str
     tokens: int
     chrono: tuple[date, datetime, str] | None = None
+
+
+#: Renders for a question's focus kept at most (the memo starts again when full).
+_FOCUSED_MEMO = 4096
+
+
+@dataclass(frozen=True)
+class _CutPart:
+    """A part of an anchor that may not be shown whole: each element's keyword stems, and the
+    elements shown when the question names none (both empty when it is always shown whole)."""
+
+    stems: tuple[frozenset[str], ...]
+    order: tuple[int, ...]  # the elements that may be shown, best first
+    shown: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -328,15 +332,14 @@ class RenderedAnchors:
         counter: TokenCounter,
         limits: BlockLimits | None = None,
         template: InjectionTemplate = DEFAULT_INJECTION,
-        stems: Callable[[str], Iterable[str]] = keyword_stems,
     ) -> None:
         self.kb = kb
         self.counter = counter
         self.limits = limits or BlockLimits()
         self.template = template
         self._memo: dict[tuple[AnchorKind, str], _Rendered | None] = {}
-        self._stems_memo: dict[tuple[AnchorKind, str], list[list[frozenset[str]]] | None] = {}
-        self.stems = stems
+        self._cut_memo: dict[tuple[AnchorKind, str], list[_CutPart] | None] = {}
+        self._focused_memo: dict[tuple[AnchorKind, str, tuple[tuple[int, ...], ...]], _Rendered] = {}
         self._costs: tuple[int, dict[AnchorKind, int]] | None = None
 
     def block_costs(self) -> tuple[int, dict[AnchorKind, int]]:
@@ -365,44 +368,68 @@ class RenderedAnchors:
     def focused(self, kind: AnchorKind, anchor_id: str, focus: Collection[str]) -> _Rendered | None:
         """The anchor rendered for a question about ``focus`` (stems).
 
-        What an anchor has more of than it can show (an entity's attributes, a topic's sessions
-        and key facts) is shown starting with the parts that share a stem with the question; an
-        anchor with no such part (and every event) is rendered as :meth:`get` renders it.
+        What an anchor has more of than it can show (an entity's attribute values, a topic's
+        sessions and key facts) is shown starting with the parts that share a stem with the
+        question. An anchor whose named parts are shown anyway (and every event) is rendered as
+        :meth:`get` renders it, from the memo.
         """
         if kind is AnchorKind.EVENT or not focus:
             return self.get(kind, anchor_id)
-        parts = self._part_stems(kind, anchor_id)
+        parts = self._cut_parts(kind, anchor_id)
         if parts is None:
             return None
-        promoted = [tuple(i for i, stems in enumerate(part) if not stems.isdisjoint(focus)) for part in parts]
-        if not any(promoted):
+        named = tuple(
+            tuple(i for i in part.order if not part.stems[i].isdisjoint(focus)) if part.stems else ()
+            for part in parts
+        )
+        if not any(i not in part.shown for part, ids in zip(parts, named, strict=True) for i in ids):
             return self.get(kind, anchor_id)
-        if kind is AnchorKind.ENTITY:
-            text = _render_entity(self.kb.entities[anchor_id], self.kb, self.limits, frozenset(promoted[0]))
-        else:
-            text = _render_topic(self.kb.topics[anchor_id], self.limits, promoted[0], promoted[1])
-        return _Rendered(text, self.counter.count(text + "\n"))
+        key = (kind, anchor_id, named)
+        found = self._focused_memo.get(key)
+        if found is None:
+            if kind is AnchorKind.ENTITY:
+                [(part, first)] = zip(parts, named, strict=True)
+                shown = [*first, *(i for i in part.order if i not in first)][
+                    : self.limits.max_attribute_values
+                ]
+                text = _render_entity(self.kb.entities[anchor_id], self.kb, self.limits, shown)
+            else:
+                text = _render_topic(self.kb.topics[anchor_id], self.limits, named[0], named[1])
+            found = _Rendered(text, self.counter.count(text + "\n"))
+            if len(self._focused_memo) >= _FOCUSED_MEMO:
+                self._focused_memo.clear()
+            self._focused_memo[key] = found
+        return found
 
-    def _part_stems(self, kind: AnchorKind, anchor_id: str) -> list[list[frozenset[str]]] | None:
-        """Per part of the anchor that can be cut, each element's stems ([] when all of it is shown)."""
+    def _cut_parts(self, kind: AnchorKind, anchor_id: str) -> list[_CutPart] | None:
+        """The anchor's parts that can be cut, each element's stems (none when all of it is shown)
+        and which elements are shown for any question (``None``: no such anchor)."""
         key = (kind, anchor_id)
-        if key in self._stems_memo:
-            return self._stems_memo[key]
-        limits, stems = self.limits, self.stems
-        parts: list[list[frozenset[str]]] | None = None
+        if key in self._cut_memo:
+            return self._cut_memo[key]
+        limits = self.limits
+
+        def part(texts: Sequence[str], order: Sequence[int], limit: int, shown: Collection[int]) -> _CutPart:
+            if len(order) <= limit:
+                return _CutPart((), (), frozenset())
+            return _CutPart(tuple(frozenset(keyword_stems(t)) for t in texts), tuple(order), frozenset(shown))
+
+        parts: list[_CutPart] | None = None
         if kind is AnchorKind.ENTITY and anchor_id in self.kb.entities:
-            current = self.kb.entities[anchor_id].current_attributes()
-            cut = len(current) > limits.max_attribute_values
-            parts = [[frozenset(stems(f"{_label(a.name)} {a.value}")) for a in current] if cut else []]
+            entity = self.kb.entities[anchor_id]
+            texts = [f"{_label(a.name)} {a.value}" for a in entity.current_attributes()]
+            order = _attribute_order(entity, limits)
+            limit = limits.max_attribute_values
+            parts = [part(texts, order, limit, order[:limit])]
         elif kind is AnchorKind.TOPIC and anchor_id in self.kb.topics:
             topic = self.kb.topics[anchor_id]
-            arc = sorted(topic.arc, key=lambda snapshot: snapshot.date)
-            facts = topic.key_facts
+            arc = [s.summary for s in sorted(topic.arc, key=lambda snapshot: snapshot.date)]
+            facts = [f.text for f in topic.key_facts]
             parts = [
-                [frozenset(stems(s.summary)) for s in arc] if len(arc) > limits.max_arc else [],
-                [frozenset(stems(f.text)) for f in facts] if len(facts) > limits.max_facts else [],
+                part(arc, range(len(arc)), limits.max_arc, _arc_shown(len(arc), limits.max_arc)),
+                part(facts, range(len(facts)), limits.max_facts, range(limits.max_facts)),
             ]
-        self._stems_memo[key] = parts
+        self._cut_memo[key] = parts
         return parts
 
     def _render(self, kind: AnchorKind, anchor_id: str) -> _Rendered | None:

@@ -655,10 +655,6 @@ class AnchorLexicon:
 
     # ---------------------------------------------------------------------------------- public
 
-    def stems(self, text: str) -> list[str]:
-        """Distinct keyword stems of ``text``, in order (as the KB's keywords are stemmed)."""
-        return self._stem.stems(text)
-
     def focus(self, question: str) -> frozenset[str]:
         """The stems of what ``question`` asks about: its keyword stems but question words."""
         return frozenset(self._stem.stems(question)) - _QUESTION_STEMS

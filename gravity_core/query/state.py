@@ -70,7 +70,7 @@ class KBSnapshot:
             kb=kb,
             index=index,
             lexicon=lexicon,
-            rendered=RenderedAnchors(kb, counter=counter, stems=lexicon.stems),
+            rendered=RenderedAnchors(kb, counter=counter),
             expansions=StoredExpansions.of(expansion_vectors),
             reference_date=lexicon.latest_day or date.today(),
             generation=generation,
