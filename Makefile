@@ -30,7 +30,7 @@ browser:
 test: install-test browser
 	$(BIN)/python -m pytest
 
-# All nine benchmarks, offline (about 35 minutes on two cores, 15 of them the 1M-anchor KB of benchmark 6): benchmarks/results/*.json, every ratio with its target.
+# All nine benchmarks, offline (20 to 35 minutes on two cores, about half of it the 1M-anchor KB of benchmark 6): benchmarks/results/*.json, every ratio with its target.
 bench: install-test
 	$(BIN)/python -m benchmarks --locomo $(LOCOMO)
 
