@@ -582,6 +582,10 @@ def format_blocks(
         limits: caps on how much of one anchor is shown (default :class:`BlockLimits`).
         template: the instruction and block layout (default
             :data:`~gravity_core.prompts.injection.DEFAULT_INJECTION`).
+        rendered: the KB's render memo (:class:`RenderedAnchors`), kept across queries.
+        focus: keyword stems of what the question asks about
+            (:meth:`~gravity_core.query.lexicon.AnchorLexicon.focus`): an anchor with more than it
+            can show shows first the parts that share one (:meth:`RenderedAnchors.focused`).
 
     Returns:
         ``(blocks, text, kept, tokens)``: the three blocks (``""`` when empty), the whole injection
