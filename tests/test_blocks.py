@@ -20,6 +20,7 @@ from gravity_core.prompts.injection import (
     BlockTemplate,
     InjectionTemplate,
 )
+from gravity_core.query import blocks as blocks_module
 from gravity_core.query.blocks import BlockLimits, RenderedAnchors, format_blocks, format_summaries
 from gravity_core.query.types import Blocks, ScoredAnchor
 from gravity_core.schema import (
@@ -591,6 +592,36 @@ def test_output_is_deterministic_and_independent_of_the_render_memo(counter: Tok
     memo = RenderedAnchors(kb, counter=counter)
     assert format_blocks(kb, everything(kb), counter=counter, token_budget=300, rendered=memo) == first
     assert format_blocks(kb, everything(kb), counter=counter, token_budget=300, rendered=memo) == first
+
+
+def test_a_full_render_memo_starts_again_and_renders_the_same(
+    counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running engine over a large KB does not keep every anchor it ever rendered."""
+    kb = build_kb()
+    with_likes(kb, 12)
+    limits = BlockLimits(max_attribute_values=3)
+    plain = RenderedAnchors(kb, counter=counter, limits=limits)
+    questions = [frozenset(), frozenset({"pottery"}), frozenset({"thing9"}), frozenset({"nurs"})]
+    expected = [
+        format_blocks(
+            kb, everything(kb), counter=counter, token_budget=None, limits=limits, focus=f, rendered=plain
+        )
+        for f in questions
+    ]
+    for name in ("_RENDER_MEMO", "_CUT_MEMO", "_FOCUSED_MEMO"):
+        monkeypatch.setattr(blocks_module, name, 2)
+    small = RenderedAnchors(kb, counter=counter, limits=limits)
+    for _ in range(3):
+        got = [
+            format_blocks(
+                kb, everything(kb), counter=counter, token_budget=None, limits=limits, focus=f, rendered=small
+            )
+            for f in questions
+        ]
+        assert got == expected
+    assert "pottery classes" in expected[1][1] and "pottery classes" not in expected[0][1]
+    assert all(len(memo) <= 2 for memo in (small._memo, small._cut_memo, small._focused_memo))
 
 
 def test_render_memo_must_match_its_kb(kb: KnowledgeBase, counter: TokenCounter) -> None:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import TypeVar
 
 from gravity_core.errors import ConfigurationError
 from gravity_core.packed_kb import KBReader
@@ -289,8 +290,22 @@ class _Rendered:
     chrono: tuple[date, datetime, str] | None = None
 
 
-#: Renders for a question's focus kept at most (the memo starts again when full).
+#: Entries a render memo keeps at most (it starts again when full), so a long-running engine over a
+#: large KB does not come to hold every anchor it ever rendered: anchors rendered as for any question,
+#: the per-anchor stems of the question focus, and renders for a question's focus.
+_RENDER_MEMO = 65536
+_CUT_MEMO = 4096
 _FOCUSED_MEMO = 4096
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(memo: dict[K, V], key: K, value: V, limit: int) -> V:
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 @dataclass(frozen=True)
@@ -311,7 +326,7 @@ class _Item:
 
 
 class RenderedAnchors:
-    """A memo of rendered anchors and their token costs for one KB, filled lazily.
+    """A memo of rendered anchors and their token costs for one KB, filled lazily and bounded.
 
     At query time the KB does not change, so each anchor needs rendering and counting only once;
     keep one per loaded KB and pass it to :func:`format_blocks` as ``rendered=`` so a query only
@@ -361,9 +376,7 @@ class RenderedAnchors:
         key = (kind, anchor_id)
         if key in self._memo:
             return self._memo[key]
-        rendered = self._render(kind, anchor_id)
-        self._memo[key] = rendered
-        return rendered
+        return _remember(self._memo, key, self._render(kind, anchor_id), _RENDER_MEMO)
 
     def focused(self, kind: AnchorKind, anchor_id: str, focus: Collection[str]) -> _Rendered | None:
         """The anchor rendered for a question about ``focus`` (stems).
@@ -395,10 +408,9 @@ class RenderedAnchors:
                 text = _render_entity(self.kb.entities[anchor_id], self.kb, self.limits, shown)
             else:
                 text = _render_topic(self.kb.topics[anchor_id], self.limits, named[0], named[1])
-            found = _Rendered(text, self.counter.count(text + "\n"))
-            if len(self._focused_memo) >= _FOCUSED_MEMO:
-                self._focused_memo.clear()
-            self._focused_memo[key] = found
+            found = _remember(
+                self._focused_memo, key, _Rendered(text, self.counter.count(text + "\n")), _FOCUSED_MEMO
+            )
         return found
 
     def _cut_parts(self, kind: AnchorKind, anchor_id: str) -> list[_CutPart] | None:
@@ -429,8 +441,7 @@ class RenderedAnchors:
                 part(arc, range(len(arc)), limits.max_arc, _arc_shown(len(arc), limits.max_arc)),
                 part(facts, range(len(facts)), limits.max_facts, range(limits.max_facts)),
             ]
-        self._cut_memo[key] = parts
-        return parts
+        return _remember(self._cut_memo, key, parts, _CUT_MEMO)
 
     def _render(self, kind: AnchorKind, anchor_id: str) -> _Rendered | None:
         kb, limits = self.kb, self.limits
