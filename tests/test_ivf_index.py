@@ -57,6 +57,19 @@ def test_candidates_come_from_the_inverted_file_and_agree_with_exact_search() ->
     assert np.mean(overlap) >= 0.95 and np.mean(same_best) >= 0.95
 
 
+def test_a_few_anchors_asked_for_are_chosen_from_at_least_min_candidates() -> None:
+    matrix = _clustered(3_000)
+    search = IVFSearch.build(matrix, SMALL)
+    assert search is not None
+    assert len(search.candidates(matrix[0], 3)) == SMALL.min_candidates  # not pool * 3
+    assert len(search.candidates(matrix[0], 80)) == SMALL.pool * 80
+    # the best few by exact order, taken from those candidates, are the exact search's best few
+    approximate = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=SMALL)
+    exact = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=None)
+    same = [approximate.top(AnchorKind.EVENT, q, 3) == exact.top(AnchorKind.EVENT, q, 3) for q in _queries(matrix)]
+    assert np.mean(same) >= 0.95
+
+
 def test_a_row_is_its_own_nearest_neighbour_and_builds_are_deterministic() -> None:
     matrix = _clustered(3_000)
     first = IVFSearch.build(matrix, SMALL)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import Any
+
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gravity_core.query import expansion
 from gravity_core.query.expansion import (
     MAX_WORDS,
+    ExpansionTexts,
     entity_expansions,
     event_expansions,
     expand,
@@ -227,6 +232,56 @@ def test_expand_respects_budget_and_carries_no_provenance() -> None:
     assert not any("D1:" in x or "ev1" in x or "tp1" in x for x in out)
     assert expand(_kb(), selected, 0, "q") == []
     assert expand(_kb(), [], 9, "q") == []
+
+
+class _CountingKB:
+    """A KB that counts how often its anchors are read (``KBReader``)."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.reads = 0
+        self.utterances, self.summaries, self.build = kb.utterances, kb.summaries, kb.build
+
+    def _read(self, part: dict[str, Any]) -> dict[str, Any]:
+        self.reads += 1
+        return part
+
+    @property
+    def entities(self) -> dict[str, EntityAnchor]:
+        return self._read(self.kb.entities)
+
+    @property
+    def events(self) -> dict[str, EventAnchor]:
+        return self._read(self.kb.events)
+
+    @property
+    def topics(self) -> dict[str, TopicAnchor]:
+        return self._read(self.kb.topics)
+
+
+def test_expansion_memo_reads_each_anchor_once_and_gives_the_same_queries() -> None:
+    kb = _CountingKB(_kb())
+    memo = ExpansionTexts(kb)
+    selected = [ScoredAnchor(E, "caroline", 0.9), ScoredAnchor(V, "ev1", 0.7), ScoredAnchor(T, "tp1", 0.4)]
+    first = expand(kb, selected, 9, "q", texts=memo)
+    assert kb.reads == 3
+    assert expand(kb, selected, 9, "another question", texts=memo) == first
+    assert expand(kb, selected[:2], 3, "q", texts=memo) == expand(_kb(), selected[:2], 3, "q")
+    assert kb.reads == 3  # the second and third queries read the memo only
+    assert memo.of(E, "caroline") == tuple(entity_expansions(caroline()))
+    assert memo.of(E, "ghost") == ()
+
+
+def test_expansion_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(expansion, "_TEXTS_MEMO", 2)
+    kb = _CountingKB(_kb())
+    memo = ExpansionTexts(kb)
+    for anchor_id in ("ev1", "ev2", "ev1"):
+        memo.of(V, anchor_id)
+    assert kb.reads == 2  # ev1 was still held
+    memo.of(E, "caroline")  # a third anchor: the memo starts again
+    memo.of(V, "ev1")
+    assert kb.reads == 4
 
 
 def test_expansion_limit_keeps_the_best_ones() -> None:

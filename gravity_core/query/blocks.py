@@ -14,7 +14,6 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import TypeVar
 
 from gravity_core.errors import ConfigurationError
 from gravity_core.packed_kb import KBReader
@@ -26,6 +25,7 @@ from gravity_core.prompts.injection import (
     InjectionTemplate,
 )
 from gravity_core.query.lexicon import keyword_stems
+from gravity_core.query.memo import remember
 from gravity_core.query.types import Blocks, ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
@@ -297,17 +297,6 @@ _RENDER_MEMO = 65536
 _CUT_MEMO = 4096
 _FOCUSED_MEMO = 4096
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-def _remember(memo: dict[K, V], key: K, value: V, limit: int) -> V:
-    if len(memo) >= limit:
-        memo.clear()
-    memo[key] = value
-    return value
-
-
 @dataclass(frozen=True)
 class _CutPart:
     """A part of an anchor that may not be shown whole: each element's keyword stems, and the
@@ -376,7 +365,7 @@ class RenderedAnchors:
         key = (kind, anchor_id)
         if key in self._memo:
             return self._memo[key]
-        return _remember(self._memo, key, self._render(kind, anchor_id), _RENDER_MEMO)
+        return remember(self._memo, key, self._render(kind, anchor_id), _RENDER_MEMO)
 
     def focused(self, kind: AnchorKind, anchor_id: str, focus: Collection[str]) -> _Rendered | None:
         """The anchor rendered for a question about ``focus`` (stems).
@@ -408,7 +397,7 @@ class RenderedAnchors:
                 text = _render_entity(self.kb.entities[anchor_id], self.kb, self.limits, shown)
             else:
                 text = _render_topic(self.kb.topics[anchor_id], self.limits, named[0], named[1])
-            found = _remember(
+            found = remember(
                 self._focused_memo, key, _Rendered(text, self.counter.count(text + "\n")), _FOCUSED_MEMO
             )
         return found
@@ -441,7 +430,7 @@ class RenderedAnchors:
                 part(arc, range(len(arc)), limits.max_arc, _arc_shown(len(arc), limits.max_arc)),
                 part(facts, range(len(facts)), limits.max_facts, range(limits.max_facts)),
             ]
-        return _remember(self._cut_memo, key, parts, _CUT_MEMO)
+        return remember(self._cut_memo, key, parts, _CUT_MEMO)
 
     def _render(self, kind: AnchorKind, anchor_id: str) -> _Rendered | None:
         kb, limits = self.kb, self.limits

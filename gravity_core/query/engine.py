@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -348,7 +350,11 @@ class GravityEngine:
         floor = cfg.relevance_floor if cfg.relevance_floor is not None else self.relevance_floor
         if not _relevant(question, selected, floor, cfg.rerank):
             selected = []
-        expansions = expand(served.kb, selected, cfg.expansion_budget, question) if cfg.expand else []
+        expansions = (
+            expand(served.kb, selected, cfg.expansion_budget, question, texts=served.expansion_texts)
+            if cfg.expand
+            else []
+        )
         blocks, text, kept, tokens = format_blocks(
             served.kb,
             selected,
@@ -388,21 +394,26 @@ class GravityEngine:
     ) -> list[ScoredAnchor]:
         selected: list[ScoredAnchor] = []
         lexicon, index = served.lexicon, served.index
-        named = list(lexicon.participants(question))
+        named = functools.cache(partial(lexicon.participants, question))
         for kind in _ORDER:
             if kind not in cfg.modules:
                 continue
+            native: Callable[[], Mapping[str, float]]
             if kind is AnchorKind.ENTITY:
-                native = lexicon.entities(question, cfg.candidate_pool)
+                native = functools.cache(partial(lexicon.entities, question, cfg.candidate_pool))
             elif kind is AnchorKind.TOPIC:
-                native = lexicon.topics(question, cfg.candidate_pool)
+                native = functools.cache(partial(lexicon.topics, question, cfg.candidate_pool))
             else:
-                native = lexicon.events(question, cfg.candidate_pool, named)
+                native = functools.cache(lambda: lexicon.events(question, cfg.candidate_pool, named()))
             reserved: list[ScoredAnchor] = []
             if kind is AnchorKind.EVENT and cfg.temporal_slots:
                 temporal = parse_temporal_query(question, today)
-                matches = temporal_event_matches(
-                    served.kb, temporal, lexicon, native, min(cfg.temporal_slots, cfg.k_event)
+                matches = (
+                    temporal_event_matches(
+                        served.kb, temporal, lexicon, native(), min(cfg.temporal_slots, cfg.k_event)
+                    )
+                    if temporal.is_temporal
+                    else []
                 )
                 if matches:
                     cosines = index.similarities(kind, vector, [i for i, _ in matches])

@@ -3,8 +3,8 @@
 Each anchor yields a few plain-text queries (an entity's name with its attributes and
 relations, an event's participants, action and date, a topic's key facts and
 participant-keyword pairs). The host's store is then searched with them, in a round robin over
-the modules so that no module takes the whole budget. Everything is generated lazily: a query
-costs only the expansions it returns.
+the modules so that no module takes the whole budget. An anchor's texts are made once per KB
+(:class:`ExpansionTexts`, a bounded memo): anchors that recur across questions are not read again.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from operator import attrgetter
 
 from gravity_core.anchor_vectors import expansion_key
 from gravity_core.packed_kb import KBReader
+from gravity_core.query.memo import remember
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
@@ -27,6 +28,7 @@ from gravity_core.schema import (
 
 __all__ = [
     "MAX_WORDS",
+    "ExpansionTexts",
     "ROUND_ROBIN_ORDER",
     "entity_expansions",
     "event_expansions",
@@ -42,6 +44,8 @@ ROUND_ROBIN_ORDER: tuple[AnchorKind, ...] = (AnchorKind.TOPIC, AnchorKind.ENTITY
 """The order modules take their turns in."""
 
 _TOPIC_KEYWORDS_PER_PARTICIPANT = 2
+#: Anchors whose texts an :class:`ExpansionTexts` keeps at most (it starts again when full).
+_TEXTS_MEMO = 4096
 _FACT_ORDER = attrgetter("confidence", "mentions", "last_seen")
 
 
@@ -199,7 +203,36 @@ def _interleave(iterators: list[Iterator[str]]) -> Iterator[str]:
         iterators = alive
 
 
-def expand(kb: KBReader, selected: Sequence[ScoredAnchor], budget: int, question: str) -> list[str]:
+class ExpansionTexts:
+    """A memo of each anchor's expansion texts for one KB, filled lazily and bounded.
+
+    Safe to share between threads: two threads may make the same texts, never different ones.
+
+    Args:
+        kb: The KB the anchors come from (not changed while the memo is used).
+    """
+
+    def __init__(self, kb: KBReader) -> None:
+        self.kb = kb
+        self._memo: dict[tuple[AnchorKind, str], tuple[str, ...]] = {}
+
+    def of(self, kind: AnchorKind, anchor_id: str) -> tuple[str, ...]:
+        """The anchor's distinct expansions, best first (none for an id the KB does not hold)."""
+        key = (kind, anchor_id)
+        found = self._memo.get(key)
+        if found is None:
+            found = remember(self._memo, key, tuple(_distinct(_texts_of(self.kb, kind, anchor_id))), _TEXTS_MEMO)
+        return found
+
+
+def expand(
+    kb: KBReader,
+    selected: Sequence[ScoredAnchor],
+    budget: int,
+    question: str,
+    *,
+    texts: ExpansionTexts | None = None,
+) -> list[str]:
     """Expanded queries for the host's store, from the selected anchors.
 
     Per module, the anchors in score order each contribute their first expansion, then their
@@ -210,16 +243,18 @@ def expand(kb: KBReader, selected: Sequence[ScoredAnchor], budget: int, question
         selected: The anchors the query kept.
         budget: How many expansions at most.
         question: The question; never returned as an expansion.
+        texts: The memo of ``kb``'s expansion texts to read them from (default: made here).
 
     Returns:
         At most ``budget`` short plain-text queries.
     """
     if budget <= 0:
         return []
+    memo = texts if texts is not None else ExpansionTexts(kb)
     queues = []
     for kind in ROUND_ROBIN_ORDER:
         anchors = sorted((a for a in selected if a.kind == kind), key=lambda a: -a.score)
-        queues.append(_interleave([_distinct(_texts_of(kb, kind, a.id)) for a in anchors]))
+        queues.append(_interleave([iter(memo.of(kind, a.id)) for a in anchors]))
     return _take_turns(queues, budget, question)
 
 

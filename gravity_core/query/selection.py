@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from gravity_core.query.index.base import AnchorIndex
+from gravity_core.query.index.base import AnchorIndex, ExactSearch
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import AnchorKind
 
@@ -15,7 +15,7 @@ __all__ = ["select"]
 
 def select(
     kind: AnchorKind,
-    native: Mapping[str, float],
+    native: Callable[[], Mapping[str, float]],
     index: AnchorIndex,
     query: np.ndarray,
     *,
@@ -30,13 +30,42 @@ def select(
     With ``rerank``, the candidates are the native matches plus the ``pool`` nearest anchors by
     embedding; all are scored by cosine and those below ``sigma`` are dropped. Without it (the
     '-rerank' ablation), the native matches are kept in native-score order.
+
+    ``native`` makes the native matches when they are needed: not when the index searches the kind
+    exactly and no two of the nearest anchors tie (the ``k`` best by cosine are then among its own
+    nearest, and native scores would only have ordered equal cosines).
     """
     if k <= 0:
         return []
     if not rerank:
-        ranked = sorted(((i, s) for i, s in native.items() if i not in exclude), key=lambda p: (-p[1], p[0]))
+        ranked = sorted(
+            ((i, s) for i, s in native().items() if i not in exclude), key=lambda p: (-p[1], p[0])
+        )
         return [ScoredAnchor(kind, i, s, "native") for i, s in ranked[:k]]
-    scores = dict(index.top(kind, query, pool))
+    wanted = k + len(exclude)
+    if wanted >= pool or not isinstance(index, ExactSearch):
+        return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
+    if not index.searches_exactly(kind):
+        return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=wanted, exclude=exclude)
+    nearest = index.top(kind, query, wanted + 1)
+    if any(a[1] <= b[1] for a, b in zip(nearest, nearest[1:])):
+        return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
+    kept = [(i, s) for i, s in nearest[:wanted] if s >= sigma and i not in exclude]
+    return [ScoredAnchor(kind, i, s) for i, s in kept[:k]]
+
+
+def _reranked(
+    kind: AnchorKind,
+    native: Mapping[str, float],
+    index: AnchorIndex,
+    query: np.ndarray,
+    *,
+    k: int,
+    sigma: float,
+    nearest: int,
+    exclude: frozenset[str],
+) -> list[ScoredAnchor]:
+    scores = dict(index.top(kind, query, nearest))
     missing = [i for i in native if i not in scores]
     if missing:
         scores.update(index.similarities(kind, query, missing))

@@ -15,6 +15,7 @@ from gravity_core.anchor_vectors import KindVectors, summary_vectors
 from gravity_core.embeddings.base import Embedder
 from gravity_core.packed_kb import KBReader, to_knowledge_base
 from gravity_core.query.blocks import RenderedAnchors
+from gravity_core.query.expansion import ExpansionTexts
 from gravity_core.query.index import AnchorIndex
 from gravity_core.query.lexicon import AnchorLexicon
 from gravity_core.query.stored_expansions import StoredExpansions
@@ -35,6 +36,7 @@ class KBSnapshot:
         lexicon: native-matching tables of ``kb``.
         rendered: memo of ``kb``'s rendered anchors.
         expansions: stored vectors of expanded queries.
+        expansion_texts: memo of ``kb``'s anchors' expanded queries.
         reference_date: the default question date (the KB's latest day, else today).
         generation: the store generation it was read from (``None``: not from a store).
         revision: counts the snapshots an engine has served, starting at 0.
@@ -45,6 +47,7 @@ class KBSnapshot:
     lexicon: AnchorLexicon
     rendered: RenderedAnchors
     expansions: StoredExpansions
+    expansion_texts: ExpansionTexts
     reference_date: date
     generation: int | None = None
     revision: int = 0
@@ -64,7 +67,7 @@ class KBSnapshot:
         generation: int | None = None,
         revision: int = 0,
     ) -> KBSnapshot:
-        """Prepare everything a query needs from ``kb`` (lexicon, renderings, stored expansions)."""
+        """Prepare everything a query needs from ``kb`` (lexicon, memos of renders and expansions, stored vectors)."""
         lexicon = AnchorLexicon.from_kb(kb)
         return cls(
             kb=kb,
@@ -72,6 +75,7 @@ class KBSnapshot:
             lexicon=lexicon,
             rendered=RenderedAnchors(kb, counter=counter),
             expansions=StoredExpansions.of(expansion_vectors),
+            expansion_texts=ExpansionTexts(kb),
             reference_date=lexicon.latest_day or date.today(),
             generation=generation,
             revision=revision,

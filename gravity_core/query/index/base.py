@@ -11,7 +11,7 @@ from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import AnchorKind
 
-__all__ = ["AnchorIndex", "query_vector"]
+__all__ = ["AnchorIndex", "ExactSearch", "query_vector"]
 
 
 @runtime_checkable
@@ -47,6 +47,20 @@ class AnchorIndex(Protocol):
 
     def similarities(self, kind: AnchorKind, query: Matrix, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``query`` with each of the anchors ``ids`` of ``kind``; unknown ids are skipped."""
+        ...
+
+
+@runtime_checkable
+class ExactSearch(Protocol):
+    """An index that can tell whether its :meth:`AnchorIndex.top` of a kind is exact.
+
+    An exact ``top`` returns the very anchors a full scan of cosines would, ordered by cosine then
+    id; selection then needs no other candidates (an approximate one takes native matches as well,
+    which it may have missed).
+    """
+
+    def searches_exactly(self, kind: AnchorKind) -> bool:
+        """Whether ``top`` for ``kind`` scores every anchor of the kind."""
         ...
 
 

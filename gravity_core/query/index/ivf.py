@@ -39,6 +39,8 @@ class IVFSettings:
         min_probes: clusters read per query, at least.
         pool: a query takes ``pool`` times the rows asked for from the inverted file, before the
             exact ordering keeps the best.
+        min_candidates: and at least this many (selection asks for the few anchors it keeps; the
+            8-bit codes' order is too rough to take just twice that many).
         train_per_cluster: k-means sample size per cluster.
         seed: the k-means sample and initialisation seed.
     """
@@ -47,6 +49,7 @@ class IVFSettings:
     probe_share: float = 1 / 16
     min_probes: int = 8
     pool: int = 2
+    min_candidates: int = 100
     train_per_cluster: int = 40
     seed: int = 1234
 
@@ -91,9 +94,9 @@ class IVFSearch:
         return cls(index, quantizer, settings)
 
     def candidates(self, vector: Matrix, limit: int) -> npt.NDArray[np.intp]:
-        """Row numbers of about the best ``pool * limit`` rows for ``vector`` (unordered, no -1)."""
-        _, found = self._index.search(
-            np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32), limit * self._settings.pool
-        )
+        """Row numbers of about the best ``pool * limit`` rows (at least ``min_candidates``) for ``vector``
+        (unordered, no -1)."""
+        wanted = max(limit * self._settings.pool, self._settings.min_candidates)
+        _, found = self._index.search(np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32), wanted)
         rows = found[0]
         return rows[rows >= 0].astype(np.intp)

@@ -146,6 +146,10 @@ class NumpyAnchorIndex:
     def __len__(self) -> int:
         return sum(len(k.ids) for k in self._kinds.values())
 
+    def searches_exactly(self, kind: AnchorKind) -> bool:
+        """Whether :meth:`top` scores every anchor of ``kind`` (no inverted file for it)."""
+        return self._kinds[kind].ivf is None
+
     def top(self, kind: AnchorKind, query: Matrix, limit: int) -> list[tuple[str, float]]:
         """The ``limit`` anchors of ``kind`` with the highest cosine to ``query``, best first, ties by id.
 
