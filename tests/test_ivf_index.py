@@ -66,7 +66,9 @@ def test_a_few_anchors_asked_for_are_chosen_from_at_least_min_candidates() -> No
     # the best few by exact order, taken from those candidates, are the exact search's best few
     approximate = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=SMALL)
     exact = NumpyAnchorIndex.from_vectors(_vectors(matrix), approximate=None)
-    same = [approximate.top(AnchorKind.EVENT, q, 3) == exact.top(AnchorKind.EVENT, q, 3) for q in _queries(matrix)]
+    same = [
+        approximate.top(AnchorKind.EVENT, q, 3) == exact.top(AnchorKind.EVENT, q, 3) for q in _queries(matrix)
+    ]
     assert np.mean(same) >= 0.95
 
 

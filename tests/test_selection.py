@@ -45,7 +45,12 @@ class _Native:
 
 
 def _full_rerank(
-    native: Mapping[str, float], index: AnchorIndex, query: np.ndarray, k: int, sigma: float, exclude: frozenset[str]
+    native: Mapping[str, float],
+    index: AnchorIndex,
+    query: np.ndarray,
+    k: int,
+    sigma: float,
+    exclude: frozenset[str],
 ) -> list[ScoredAnchor]:
     """The definition: the pool's nearest and every native match, by cosine, then native score, then id."""
     scores = dict(index.top(EVENT, query, 50))
@@ -57,9 +62,17 @@ def _full_rerank(
     return [ScoredAnchor(EVENT, i, s) for i, s in ranked[:k]]
 
 
-def _select(native: Callable[[], Mapping[str, float]], index: AnchorIndex, query: np.ndarray, **kw: object) -> list[ScoredAnchor]:
-    options: dict = {"k": 5, "sigma": 0.0, "pool": 50, "rerank": True} | kw
-    return select(EVENT, native, index, query, **options)
+def _select(
+    native: Callable[[], Mapping[str, float]],
+    index: AnchorIndex,
+    query: np.ndarray,
+    *,
+    k: int = 5,
+    sigma: float = 0.0,
+    rerank: bool = True,
+    exclude: frozenset[str] = frozenset(),
+) -> list[ScoredAnchor]:
+    return select(EVENT, native, index, query, k=k, sigma=sigma, pool=50, rerank=rerank, exclude=exclude)
 
 
 def test_an_exact_index_without_ties_needs_no_native_matches() -> None:
@@ -96,7 +109,10 @@ def test_without_rerank_the_native_order_is_kept() -> None:
     index = _index(_unit(20, seed=4))
     native = _Native({"ev-0002": 0.4, "ev-0009": 0.8, "ev-0001": 0.8})
     chosen = _select(native, index, _unit(1, seed=5)[0], rerank=False, exclude=frozenset({"ev-0001"}))
-    assert [(a.id, a.score, a.reason) for a in chosen] == [("ev-0009", 0.8, "native"), ("ev-0002", 0.4, "native")]
+    assert [(a.id, a.score, a.reason) for a in chosen] == [
+        ("ev-0009", 0.8, "native"),
+        ("ev-0002", 0.4, "native"),
+    ]
 
 
 @settings(max_examples=60, deadline=None)

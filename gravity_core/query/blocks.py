@@ -297,6 +297,7 @@ _RENDER_MEMO = 65536
 _CUT_MEMO = 4096
 _FOCUSED_MEMO = 4096
 
+
 @dataclass(frozen=True)
 class _CutPart:
     """A part of an anchor that may not be shown whole: each element's keyword stems, and the

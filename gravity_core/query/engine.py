@@ -8,8 +8,8 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from datetime import date
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np

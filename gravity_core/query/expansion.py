@@ -221,7 +221,9 @@ class ExpansionTexts:
         key = (kind, anchor_id)
         found = self._memo.get(key)
         if found is None:
-            found = remember(self._memo, key, tuple(_distinct(_texts_of(self.kb, kind, anchor_id))), _TEXTS_MEMO)
+            found = remember(
+                self._memo, key, tuple(_distinct(_texts_of(self.kb, kind, anchor_id))), _TEXTS_MEMO
+            )
         return found
 
 

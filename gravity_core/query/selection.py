@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -33,7 +34,9 @@ def select(
 
     ``native`` makes the native matches when they are needed: not when the index searches the kind
     exactly and no two of the nearest anchors tie (the ``k`` best by cosine are then among its own
-    nearest, and native scores would only have ordered equal cosines).
+    nearest, and native scores would only have ordered equal cosines). An :class:`ExactSearch`
+    index searching the kind approximately is asked only for the anchors kept (it takes enough
+    candidates itself); another index for the ``pool`` nearest.
     """
     if k <= 0:
         return []
@@ -48,7 +51,7 @@ def select(
     if not index.searches_exactly(kind):
         return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=wanted, exclude=exclude)
     nearest = index.top(kind, query, wanted + 1)
-    if any(a[1] <= b[1] for a, b in zip(nearest, nearest[1:])):
+    if any(a[1] <= b[1] for a, b in itertools.pairwise(nearest)):
         return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
     kept = [(i, s) for i, s in nearest[:wanted] if s >= sigma and i not in exclude]
     return [ScoredAnchor(kind, i, s) for i, s in kept[:k]]

@@ -67,7 +67,7 @@ class KBSnapshot:
         generation: int | None = None,
         revision: int = 0,
     ) -> KBSnapshot:
-        """Prepare everything a query needs from ``kb`` (lexicon, memos of renders and expansions, stored vectors)."""
+        """Prepare what a query needs from ``kb``: lexicon, memos of renders and expansions, vectors."""
         lexicon = AnchorLexicon.from_kb(kb)
         return cls(
             kb=kb,

@@ -55,8 +55,9 @@ class ExactSearch(Protocol):
     """An index that can tell whether its :meth:`AnchorIndex.top` of a kind is exact.
 
     An exact ``top`` returns the very anchors a full scan of cosines would, ordered by cosine then
-    id; selection then needs no other candidates (an approximate one takes native matches as well,
-    which it may have missed).
+    id; selection then needs no other candidates. From an approximate one selection asks only for
+    the anchors it keeps, so the index takes enough candidates itself, and adds the native matches
+    (which it may have missed).
     """
 
     def searches_exactly(self, kind: AnchorKind) -> bool:
