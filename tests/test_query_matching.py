@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gravity_core.query.lexicon import AnchorLexicon, stem
+from gravity_core.query.lexicon import AnchorLexicon, Stemmer, keyword_stems, stem
 from gravity_core.schema import (
     ArcSnapshot,
     Attribute,
@@ -229,6 +231,44 @@ def test_stem_meets_inflections() -> None:
     assert stem("hiking") == stem("hike") == stem("hikes")
     assert stem("running") == stem("runs")
     assert stem("adoption") == stem("adopted")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "Caroline's",
+                "painted",
+                "paintings",
+                "the",
+                "It's",
+                "agencies",
+                "hiking",
+                "’90s",
+                "mice",
+                "adoption",
+                "ran",
+                "a",
+                "OK",
+                "re-done",
+                "+1",
+                "don't",
+                "studied",
+                "Studies",
+                "a.b",
+                "x-",
+            ]
+        )
+        | st.text(alphabet="abcdeiInsgtu'’+-. ", max_size=12),
+        max_size=20,
+    )
+)
+def test_the_stemmer_memo_gives_the_stems_of_keyword_stems(words: list[str]) -> None:
+    stemmer = Stemmer()
+    text = " ".join(words)
+    assert stemmer.stems(text) == keyword_stems(text)
+    assert stemmer.stems(text) == keyword_stems(text)  # the second time from the memo
 
 
 def test_event_keywords_use_stems(lexicon: AnchorLexicon) -> None:

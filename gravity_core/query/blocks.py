@@ -24,7 +24,7 @@ from gravity_core.prompts.injection import (
     BlockTemplate,
     InjectionTemplate,
 )
-from gravity_core.query.lexicon import keyword_stems
+from gravity_core.query.lexicon import Stemmer
 from gravity_core.query.memo import remember
 from gravity_core.query.types import Blocks, ScoredAnchor
 from gravity_core.schema import (
@@ -346,6 +346,7 @@ class RenderedAnchors:
         self._cut_memo: dict[tuple[AnchorKind, str], list[_CutPart] | None] = {}
         self._focused_memo: dict[tuple[AnchorKind, str, tuple[tuple[int, ...], ...]], _Rendered] = {}
         self._costs: tuple[int, dict[AnchorKind, int]] | None = None
+        self._stemmer = Stemmer()
 
     def block_costs(self) -> tuple[int, dict[AnchorKind, int]]:
         """Tokens of the instruction and wrapper, and of each block's tags and header."""
@@ -414,7 +415,8 @@ class RenderedAnchors:
         def part(texts: Sequence[str], order: Sequence[int], limit: int, shown: Collection[int]) -> _CutPart:
             if len(order) <= limit:
                 return _CutPart((), (), frozenset())
-            return _CutPart(tuple(frozenset(keyword_stems(t)) for t in texts), tuple(order), frozenset(shown))
+            stems = tuple(frozenset(self._stemmer.stems(t)) for t in texts)
+            return _CutPart(stems, tuple(order), frozenset(shown))
 
         parts: list[_CutPart] | None = None
         if kind is AnchorKind.ENTITY and anchor_id in self.kb.entities:

@@ -37,11 +37,18 @@ import numpy as np
 import numpy.typing as npt
 
 from gravity_core.extract.offline import text as offline_text
-from gravity_core.extract.offline.keywords import STOP_WORDS, content_tokens, lemmatize
+from gravity_core.extract.offline.keywords import (
+    STOP_WORDS,
+    content_lemma,
+    content_tokens,
+    lemmatize,
+    matched_words,
+)
 from gravity_core.packed_kb import KBReader
+from gravity_core.query.memo import remember
 from gravity_core.schema import EntityAnchor, EventAnchor, TopicAnchor
 
-__all__ = ["AnchorLexicon", "EventDates", "keyword_stems", "stem"]
+__all__ = ["AnchorLexicon", "EventDates", "Stemmer", "keyword_stems", "stem"]
 
 R = TypeVar("R")
 
@@ -228,26 +235,39 @@ class _Parsed:
     attribute_stems: tuple[str, ...]  # keyword stems, every matched name removed
 
 
-class _Stemmer:
-    """:func:`stem` with a bounded memo (a lexicon's vocabulary is small; stemming is not free)."""
+class Stemmer:
+    """:func:`keyword_stems` with bounded memos: of each word's stem (``None``: not a keyword).
 
-    __slots__ = ("_memo",)
+    A KB's vocabulary is small and stemming is not free: an anchor's texts come to a few hundred
+    words, most of them seen before. Safe to share between threads (two may stem a word twice).
+    """
+
+    __slots__ = ("_memo", "_words")
     _SIZE = 65536
 
     def __init__(self) -> None:
         self._memo: dict[str, str] = {}
+        self._words: dict[str, str | None] = {}
 
-    def __call__(self, word: str) -> str:
-        out = self._memo.get(word)
+    def __call__(self, lemma: str) -> str:
+        """:func:`stem` of a lemma."""
+        out = self._memo.get(lemma)
         if out is None:
-            if len(self._memo) >= self._SIZE:
-                self._memo.clear()
-            out = self._memo[word] = stem(word)
+            out = remember(self._memo, lemma, stem(lemma), self._SIZE)
         return out
 
     def stems(self, text: str) -> list[str]:
-        """Distinct keyword stems of ``text``, in order."""
-        return keyword_stems(text, self)
+        """Distinct keyword stems of ``text``, in order (as :func:`keyword_stems` gives them)."""
+        out: dict[str, None] = {}
+        for word in matched_words(text):
+            if word in self._words:
+                found = self._words[word]
+            else:
+                lemma = content_lemma(word)
+                found = remember(self._words, word, None if lemma is None else self(lemma), self._SIZE)
+            if found is not None and len(found) >= 3:
+                out[found] = None
+        return list(out)
 
 
 class _KeywordIndex:
@@ -355,7 +375,7 @@ class AnchorLexicon:
         self.topic_ids: tuple[str, ...] = tuple(kb.topics)
         self._entity_pos = {eid: i for i, eid in enumerate(self.entity_ids)}
         self._event_pos = {eid: i for i, eid in enumerate(self.event_ids)}
-        self._stem = _Stemmer()
+        self._stem = Stemmer()
 
         self._event_index = _KeywordIndex((self._event_doc(e) for e in events), len(events))
         self._topic_index = _KeywordIndex((self._topic_doc(t) for t in topics), len(topics))

@@ -16,8 +16,10 @@ __all__ = [
     "STOP_WORDS",
     "DocumentFrequencies",
     "Token",
+    "content_lemma",
     "content_tokens",
     "lemmatize",
+    "matched_words",
     "rank_keywords",
 ]
 
@@ -151,17 +153,39 @@ def content_tokens(text: str, exclude: Iterable[str] = ()) -> list[Token]:
     excluded = exclude if isinstance(exclude, (set, frozenset)) else frozenset(exclude)
     tokens: list[Token] = []
     for match in _WORD.finditer(text):
-        surface = match.group().replace("’", "'").strip("'+-")
-        if surface.lower().endswith("'s"):
-            surface = surface[:-2]
-        word = surface.lower()
-        if len(word) < _MIN_LEN or "'" in word or word in STOP_WORDS or word in excluded:
-            continue
-        lemma = lemmatize(word)
-        if lemma in STOP_WORDS or lemma in excluded:
-            continue
-        tokens.append(Token(lemma, surface, _starts_sentence(text, match.start())))
+        surface = _surface(match.group())
+        lemma = _content_lemma(surface, excluded)
+        if lemma is not None:
+            tokens.append(Token(lemma, surface, _starts_sentence(text, match.start())))
     return tokens
+
+
+def matched_words(text: str) -> list[str]:
+    """The words of ``text`` as :func:`content_tokens` reads them, before any is dropped."""
+    return _WORD.findall(text)
+
+
+def content_lemma(word: str) -> str | None:
+    """The lemma :func:`content_tokens` gives a word of :func:`matched_words` (``None``: not a content word).
+
+    It depends on the word alone, so a caller that meets the same words often can keep it.
+    """
+    return _content_lemma(_surface(word), frozenset())
+
+
+def _surface(matched: str) -> str:
+    surface = matched.replace("’", "'").strip("'+-")
+    return surface[:-2] if surface.lower().endswith("'s") else surface
+
+
+def _content_lemma(surface: str, excluded: frozenset[str] | set[str]) -> str | None:
+    word = surface.lower()
+    if len(word) < _MIN_LEN or "'" in word or word in STOP_WORDS or word in excluded:
+        return None
+    lemma = lemmatize(word)
+    if lemma in STOP_WORDS or lemma in excluded:
+        return None
+    return lemma
 
 
 def _starts_sentence(text: str, position: int) -> bool:
