@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -394,17 +393,17 @@ class GravityEngine:
     ) -> list[ScoredAnchor]:
         selected: list[ScoredAnchor] = []
         lexicon, index = served.lexicon, served.index
-        named = functools.cache(partial(lexicon.participants, question))
+        named = cache(partial(lexicon.participants, question))
         for kind in _ORDER:
             if kind not in cfg.modules:
                 continue
             native: Callable[[], Mapping[str, float]]
             if kind is AnchorKind.ENTITY:
-                native = functools.cache(partial(lexicon.entities, question, cfg.candidate_pool))
+                native = cache(partial(lexicon.entities, question, cfg.candidate_pool))
             elif kind is AnchorKind.TOPIC:
-                native = functools.cache(partial(lexicon.topics, question, cfg.candidate_pool))
+                native = cache(partial(lexicon.topics, question, cfg.candidate_pool))
             else:
-                native = functools.cache(lambda: lexicon.events(question, cfg.candidate_pool, named()))
+                native = cache(lambda: lexicon.events(question, cfg.candidate_pool, named()))
             reserved: list[ScoredAnchor] = []
             if kind is AnchorKind.EVENT and cfg.temporal_slots:
                 temporal = parse_temporal_query(question, today)
