@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gravity_core.query.lexicon import AnchorLexicon, Stemmer, keyword_stems, stem
+from gravity_core.extract.offline.keywords import content_tokens
+from gravity_core.query.lexicon import AnchorLexicon, Stemmer, stem
 from gravity_core.schema import (
     ArcSnapshot,
     Attribute,
@@ -231,6 +232,12 @@ def test_stem_meets_inflections() -> None:
     assert stem("hiking") == stem("hike") == stem("hikes")
     assert stem("running") == stem("runs")
     assert stem("adoption") == stem("adopted")
+
+
+def keyword_stems(text: str) -> list[str]:
+    """The definition: each content word's lemma stemmed, distinct, in order, three letters or more."""
+    out = dict.fromkeys(stem(t.lemma) for t in content_tokens(text))
+    return [s for s in out if len(s) >= 3]
 
 
 @settings(max_examples=300, deadline=None)

@@ -28,7 +28,7 @@ import math
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TypeVar
@@ -48,7 +48,7 @@ from gravity_core.packed_kb import KBReader
 from gravity_core.query.memo import remember
 from gravity_core.schema import EntityAnchor, EventAnchor, TopicAnchor
 
-__all__ = ["AnchorLexicon", "EventDates", "Stemmer", "keyword_stems", "stem"]
+__all__ = ["AnchorLexicon", "EventDates", "Stemmer", "stem"]
 
 R = TypeVar("R")
 
@@ -127,12 +127,6 @@ def stem(word: str) -> str:
 
 
 _QUESTION_STEMS = frozenset(stem(w) for w in _QUESTION_WORDS.split())
-
-
-def keyword_stems(text: str, stemmer: Callable[[str], str] = stem) -> list[str]:
-    """Distinct keyword stems of ``text`` (its content words through ``stemmer``), in order."""
-    out = dict.fromkeys(stemmer(t.lemma) for t in content_tokens(text))
-    return [s for s in out if len(s) >= 3]
 
 
 def _fold(token: str) -> str:
@@ -236,7 +230,8 @@ class _Parsed:
 
 
 class Stemmer:
-    """:func:`keyword_stems` with bounded memos: of each word's stem (``None``: not a keyword).
+    """Keyword stems of texts (the :func:`stem` of each content word's lemma, three letters or more),
+    with bounded memos of each lemma's and each word's stem (``None``: not a keyword).
 
     A KB's vocabulary is small and stemming is not free: an anchor's texts come to a few hundred
     words, most of them seen before. Safe to share between threads (two may stem a word twice).
@@ -257,7 +252,7 @@ class Stemmer:
         return out
 
     def stems(self, text: str) -> list[str]:
-        """Distinct keyword stems of ``text``, in order (as :func:`keyword_stems` gives them)."""
+        """Distinct keyword stems of ``text``, in order."""
         out: dict[str, None] = {}
         for word in matched_words(text):
             if word in self._words:
