@@ -68,6 +68,8 @@ class BenchSettings:
         sample: the conversation the query benchmarks grow their KBs from.
         embedder: ``"minilm"`` (the real offline encoder) or ``"hashing"`` (tests only).
         kb_sizes: anchors of the grown KBs of the query-overhead benchmark.
+        scale_sizes: anchors of its KBs too large to hold as models: saved part by part and loaded
+            from their folder (the memory benchmark reuses them when it measures the same sizes).
         query_repeats: passes over the questions per side (after one warm-up pass).
         max_questions: cap on the questions used (None: all of categories 1-4).
         fanout_repeats: passes over the questions in the fan-out benchmark.
@@ -93,6 +95,7 @@ class BenchSettings:
     sample: str = "conv-26"
     embedder: str = "minilm"
     kb_sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    scale_sizes: tuple[int, ...] = (1_000_000,)
     query_repeats: int = 3
     max_questions: int | None = None
     fanout_repeats: int = 2
@@ -120,6 +123,7 @@ class BenchSettings:
             sample=sample,
             embedder="hashing",
             kb_sizes=(50, 200),
+            scale_sizes=(400,),
             query_repeats=1,
             max_questions=3,
             fanout_repeats=1,

@@ -24,8 +24,8 @@ from benchmarks.conversation import synthetic_conversation
 from benchmarks.workspace import Workspace
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.schema import Utterance
+from gravity_core.store import AnchorStore, SavableKB
 
 __all__ = ["TARGET", "run", "schedule"]
 
@@ -43,7 +43,7 @@ class _CountingStore(AnchorStore):
         self.records = 0
         self.record_bytes = 0
 
-    def save(self, kb: KnowledgeBase, vectors: Any, *, keep_history: bool = True) -> int:
+    def save(self, kb: SavableKB, vectors: Any, *, keep_history: bool = True) -> int:
         self.generations_saved += 1
         return super().save(kb, vectors, keep_history=keep_history)
 

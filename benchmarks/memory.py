@@ -1,9 +1,10 @@
 """Benchmark 6: peak memory of loaded KBs of 100k and 1M anchors and of their query path.
 
 Each grown KB (made-up names, see :mod:`benchmarks.synthetic`) is saved with ``AnchorStore`` part
-by part (``StreamedKB``: never held as models, which at 1M would take about 22 GB; without the turn
-vectors, which no query reads); each measurement then runs in a fresh subprocess (``python -m
-benchmarks.memory MODE ...``), so every peak is clean:
+by part (``Workspace.saved``, which benchmark 1's query at scale shares; ``StreamedKB``: never held
+as models, which at 1M would take about 22 GB; without the turn vectors, which no query reads);
+each measurement then runs in a fresh subprocess (``python -m benchmarks.memory MODE ...``), so
+every peak is clean:
 
 - ``baseline``: the interpreter and libraries: GRAVITY's query modules imported, the token counter's
   encoding loaded (about 38 MB, once per process whatever the KBs) and faiss imported; no KB;
@@ -23,7 +24,6 @@ import contextlib
 import json
 import logging
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -33,10 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import REPO_ROOT, BenchSettings, Result, ratio, timed
-from benchmarks.synthetic import grow_streamed
+from benchmarks.common import REPO_ROOT, BenchSettings, Result, ratio
 from benchmarks.workspace import Workspace
-from gravity_core.store import AnchorStore
 
 __all__ = ["main", "measure", "run"]
 
@@ -66,27 +64,23 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
     inputs.mkdir(parents=True, exist_ok=True)
     (inputs / "questions.json").write_text(json.dumps(questions), encoding="utf-8")
     np.save(inputs / "vectors.npy", vectors)
-    seed_kb, seed_vectors = workspace.seed
     baseline = measure("baseline", workspace.root, inputs, settings.memory_queries)
     base = baseline["maxrss_mb"]
     result.figures = {"baseline": baseline, "sizes": {}}
     for nominal in settings.memory_sizes:
-        kb, grown = grow_streamed(seed_kb, seed_vectors, nominal, noise=settings.noise, seed=settings.seed)
-        folder = workspace.root / f"kb-{nominal}"
-        _, save_seconds = timed(lambda kb=kb, grown=grown, folder=folder: AnchorStore(folder).save(kb, grown))
-        anchors = kb.anchors
-        del kb, grown
+        saved = workspace.saved(nominal)
+        folder, anchors = saved.folder, saved.anchors
         measured = {m: measure(m, folder, inputs, settings.memory_queries) for m in ("load", "query")}
         load, query = measured["load"]["maxrss_mb"], measured["query"]["maxrss_mb"]
         result.figures["sizes"][str(nominal)] = {
             "anchors": anchors,
             "kb_disk_mb": round(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / _MB, 1),
-            "save_s": round(save_seconds, 2),
+            "save_s": round(saved.save_seconds, 2),
             **measured,
             "kb_rss_mb": round(load - base, 1),
             "query_rss_increase_mb": round(query - load, 1),
         }
-        shutil.rmtree(folder, ignore_errors=True)
+        workspace.forget_saved(nominal)
         label = f"at {anchors:,} anchors"
         result.ratios += [
             ratio(f"peak RSS of the loaded KB above baseline (MB) {label}", load - base, None),

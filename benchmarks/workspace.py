@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import shutil
+import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchmarks.common import BenchSettings, load_questions, make_embedder
-from benchmarks.synthetic import GrownKB, grow_kb
+from benchmarks.synthetic import GrownKB, grow_kb, grow_streamed
 from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings.base import Embedder, Matrix
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from langchain_chroma import Chroma
     from langchain_core.embeddings import Embeddings
 
-__all__ = ["HostCollection", "Workspace", "build_offline", "turn_text"]
+__all__ = ["HostCollection", "SavedKB", "Workspace", "build_offline", "turn_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,16 @@ def build_offline(
     return builder
 
 
+@dataclass(frozen=True)
+class SavedKB:
+    """A grown KB saved part by part (never held as models), its vectors and what the save took."""
+
+    folder: Path
+    anchors: int
+    vectors: AnchorVectors
+    save_seconds: float
+
+
 class Workspace:
     """Lazily built, shared inputs of one benchmark run.
 
@@ -77,6 +90,7 @@ class Workspace:
         self.settings = settings
         self.root = root
         self._grown: dict[tuple[int, bool], GrownKB] = {}
+        self._saved: dict[int, SavedKB] = {}
         self._names = itertools.count()
 
     @cached_property
@@ -139,6 +153,26 @@ class Workspace:
         """Drop the cached grown KBs of that size (the 100k ones hold a few hundred MB each)."""
         for rename in (True, False):
             self._grown.pop((anchors, rename), None)
+
+    def saved(self, anchors: int) -> SavedKB:
+        """The seed KB grown to about ``anchors`` anchors and saved to a folder part by part (cached;
+        see ``grow_streamed``: no turn vectors), for sizes too large to hold as models."""
+        if anchors not in self._saved:
+            kb, vectors = self.seed
+            streamed, grown = grow_streamed(
+                kb, vectors, anchors, noise=self.settings.noise, seed=self.settings.seed
+            )
+            folder = self.root / f"saved-kb-{anchors}"
+            started = time.perf_counter()
+            AnchorStore(folder).save(streamed, grown)
+            self._saved[anchors] = SavedKB(folder, streamed.anchors, grown, time.perf_counter() - started)
+        return self._saved[anchors]
+
+    def forget_saved(self, anchors: int) -> None:
+        """Delete the saved KB of that size (5 GB at 1M anchors) and drop its vectors."""
+        saved = self._saved.pop(anchors, None)
+        if saved is not None:
+            shutil.rmtree(saved.folder, ignore_errors=True)
 
     def engine(
         self, kb: KnowledgeBase, vectors: AnchorVectors, embedder: Embedder | None = None

@@ -119,3 +119,25 @@ def test_float16_rows_with_their_float32_file_order_near_ties_exactly(tmp_path: 
         == [a for a, _ in exact.top(AnchorKind.EVENT, q, 10)]
         for q in queries
     )
+
+
+def test_float16_similarities_are_exact_where_they_can_reach_the_score_asked(tmp_path: Path) -> None:
+    matrix = _clustered(2_000)
+    path = tmp_path / "vectors-event.npy"
+    np.save(path, matrix)
+    half = _vectors(matrix.astype(np.float16))
+    half.kinds[AnchorKind.EVENT.value].exact_rows = NpyRows(path)
+    index = NumpyAnchorIndex.from_vectors(half, approximate=SMALL)
+    query = _queries(matrix, 1)[0]
+    ids = [f"ev-{i:06d}" for i in range(0, 2_000, 7)]
+    truth = dict(zip(ids, (matrix[::7] @ query).tolist(), strict=True))
+    # No score given: every cosine is the float32 one top() would give.
+    assert index.similarities(AnchorKind.EVENT, query, ids) == pytest.approx(truth, abs=1e-6)
+    floor = sorted(truth.values())[-10]
+    got = index.similarities(AnchorKind.EVENT, query, ids, at_least=floor)
+    above = [i for i in ids if truth[i] >= floor]
+    below = [i for i in ids if truth[i] < floor - 2e-3]
+    assert len(above) == 10 and below
+    assert all(abs(got[i] - truth[i]) < 1e-6 for i in above)
+    assert all(abs(got[i] - truth[i]) < 1e-3 for i in below)
+    assert any(abs(got[i] - truth[i]) > 1e-6 for i in below)  # those stayed float16 scores

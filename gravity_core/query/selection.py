@@ -70,7 +70,11 @@ def _reranked(
 ) -> list[ScoredAnchor]:
     scores = dict(index.top(kind, query, nearest))
     missing = [i for i in native if i not in scores]
-    if missing:
+    if missing and isinstance(index, ExactSearch):
+        # A native match counts only if it reaches the floor and the k-th nearest.
+        nearest_kept = sorted((s for i, s in scores.items() if i not in exclude), reverse=True)[k - 1 : k]
+        scores.update(index.similarities(kind, query, missing, at_least=max([sigma, *nearest_kept])))
+    elif missing:
         scores.update(index.similarities(kind, query, missing))
     ranked = sorted(
         ((i, s) for i, s in scores.items() if s >= sigma and i not in exclude),

@@ -64,6 +64,13 @@ class ExactSearch(Protocol):
         """Whether ``top`` for ``kind`` scores every anchor of the kind."""
         ...
 
+    def similarities(
+        self, kind: AnchorKind, query: Matrix, ids: Sequence[str], *, at_least: float | None = None
+    ) -> dict[str, float]:
+        """:meth:`AnchorIndex.similarities`, where only the cosines of ``at_least`` or more need be the
+        very ones ``top`` gives (lower ones may be close approximations); ``None``: all of them."""
+        ...
+
 
 def query_vector(query: Matrix, dim: int) -> Matrix:
     """``query`` as a 1-D float32 array of length ``dim`` (no copy when it already is one).

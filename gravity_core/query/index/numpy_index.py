@@ -95,8 +95,8 @@ class NumpyAnchorIndex:
     when faiss is installed (extra ``ann``; see :mod:`gravity_core.query.index.ivf`), then orders
     them exactly. Vectors read from a KB folder by ``load_packed`` hold such a kind in float16 (half
     the memory): its candidates are scored from those rows, and the ones that could reach the top
-    again from their float32 rows in the file (``KindVectors.exact_rows``); ``similarities`` reads
-    the float16 rows (a cosine within 5e-4 of float32's). :meth:`searches_exactly` tells selection
+    again from their float32 rows in the file (``KindVectors.exact_rows``); ``similarities`` does
+    the same for the rows that could reach the score it is given. :meth:`searches_exactly` tells selection
     which kinds are scanned whole (:class:`~gravity_core.query.index.base.ExactSearch`). Instances
     are read-only and safe to share between threads.
 
@@ -187,8 +187,14 @@ class NumpyAnchorIndex:
         order = candidates[np.lexsort((index.id_rank[candidates], -scores[candidates]))][:limit]
         return [(index.ids[i], float(scores[i])) for i in order.tolist()]
 
-    def similarities(self, kind: AnchorKind, query: Matrix, ids: Sequence[str]) -> dict[str, float]:
+    def similarities(
+        self, kind: AnchorKind, query: Matrix, ids: Sequence[str], *, at_least: float | None = None
+    ) -> dict[str, float]:
         """Cosine of ``query`` with the anchors ``ids`` of ``kind``; unknown ids are skipped.
+
+        A kind held in float16 is scored from those rows, then the rows that could score
+        ``at_least`` (all of them if ``None``) again from their float32 rows in the file: the
+        cosines that can count are the ones :meth:`top` gives, the others within 5e-4 of them.
 
         Raises:
             ConfigurationError: ``query`` does not have the index's dimension.
@@ -198,5 +204,11 @@ class NumpyAnchorIndex:
         known = [a for a in dict.fromkeys(ids) if a in index.rows]
         if not known:
             return {}
-        scores = index.scores([index.rows[a] for a in known], vector)
+        rows = np.fromiter((index.rows[a] for a in known), dtype=np.intp, count=len(known))
+        scores = index.scores(rows, vector)
+        if index.exact is not None:
+            near = np.flatnonzero(scores >= at_least - _FLOAT16_MARGIN) if at_least is not None else None
+            if near is None or near.size:
+                chosen = rows if near is None else rows[near]
+                scores[slice(None) if near is None else near] = _matvec(index.exact.read(chosen), vector)
         return dict(zip(known, scores.tolist(), strict=True))
