@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.query.index import AnchorIndex, NumpyAnchorIndex
+from gravity_core.query.index.base import NearestSearch
 from gravity_core.query.index.ivf import IVFSettings
 from gravity_core.query.selection import select
 from gravity_core.query.types import ScoredAnchor
@@ -95,14 +96,40 @@ def test_a_tie_among_the_nearest_is_ordered_by_native_score() -> None:
     assert [a.id for a in chosen] == ["ev-0011"]  # by id alone, ev-0003 would come first
 
 
-def test_an_approximate_index_takes_the_native_matches() -> None:
+def test_an_approximate_index_is_taken_as_the_nearest_without_native_matches() -> None:
     pytest.importorskip("faiss", reason="the 'ann' extra (installed by make test) provides faiss")
     matrix = _unit(1_200, seed=3)
     index = _index(matrix, IVFSettings(min_rows=1_000))
     assert not index.searches_exactly(EVENT)
-    native = _Native({"ev-0005": 1.0})
-    _select(native, index, matrix[5])
+    native = _Native({"ev-0005": 1.0, "ev-0900": 0.9})
+    chosen = _select(native, index, matrix[5])
+    assert native.calls == 0
+    assert chosen[0].id == "ev-0005"
+    assert chosen == _full_rerank(native.scores, index, matrix[5], 5, 0.0, frozenset())
+
+
+class _OtherIndex:
+    """An index of another kind (a user's, or Chroma's graph search): only the AnchorIndex protocol."""
+
+    def __init__(self, inner: NumpyAnchorIndex, missed: str) -> None:
+        self.embedder, self.dim = inner.embedder, inner.dim
+        self._inner, self._missed = inner, missed
+
+    def top(self, kind: AnchorKind, query: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        return [p for p in self._inner.top(kind, query, limit + 1) if p[0] != self._missed][:limit]
+
+    def similarities(self, kind: AnchorKind, query: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        return self._inner.similarities(kind, query, ids)
+
+
+def test_another_index_is_searched_for_the_pool_and_joined_by_the_native_matches() -> None:
+    matrix = _unit(300, seed=6)
+    index = _OtherIndex(_index(matrix), missed="ev-0042")
+    assert isinstance(index, AnchorIndex) and not isinstance(index, NearestSearch)
+    native = _Native({"ev-0042": 0.5})
+    chosen = _select(native, index, matrix[42])
     assert native.calls == 1
+    assert chosen[0].id == "ev-0042"  # missed by its search, found as a native match
 
 
 def test_without_rerank_the_native_order_is_kept() -> None:

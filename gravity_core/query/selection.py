@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from gravity_core.query.index.base import AnchorIndex, ExactSearch
+from gravity_core.query.index.base import AnchorIndex, NearestSearch
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import AnchorKind
 
@@ -32,11 +32,11 @@ def select(
     embedding; all are scored by cosine and those below ``sigma`` are dropped. Without it (the
     '-rerank' ablation), the native matches are kept in native-score order.
 
-    ``native`` makes the native matches when they are needed: not when the index searches the kind
-    exactly and no two of the nearest anchors tie (the ``k`` best by cosine are then among its own
-    nearest, and native scores would only have ordered equal cosines). An :class:`ExactSearch`
-    index searching the kind approximately is asked only for the anchors kept (it takes enough
-    candidates itself); another index for the ``pool`` nearest.
+    ``native`` makes the native matches when they are needed. A :class:`NearestSearch` index is
+    asked only for the anchors kept: the ``k`` best by cosine are among its nearest, and native
+    scores would only order equal cosines, so they are made only when two of the nearest tie.
+    Another index (such as Chroma's graph search) is asked for the ``pool`` nearest, and the
+    native matches join them, since it may miss some.
     """
     if k <= 0:
         return []
@@ -46,10 +46,8 @@ def select(
         )
         return [ScoredAnchor(kind, i, s, "native") for i, s in ranked[:k]]
     wanted = k + len(exclude)
-    if wanted >= pool or not isinstance(index, ExactSearch):
+    if wanted >= pool or not isinstance(index, NearestSearch):
         return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
-    if not index.searches_exactly(kind):
-        return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=wanted, exclude=exclude)
     nearest = index.top(kind, query, wanted + 1)
     if any(a[1] <= b[1] for a, b in itertools.pairwise(nearest)):
         return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
@@ -70,7 +68,7 @@ def _reranked(
 ) -> list[ScoredAnchor]:
     scores = dict(index.top(kind, query, nearest))
     missing = [i for i in native if i not in scores]
-    if missing and isinstance(index, ExactSearch):
+    if missing and isinstance(index, NearestSearch):
         # A native match counts only if it reaches the floor and the k-th nearest.
         nearest_kept = sorted((s for i, s in scores.items() if i not in exclude), reverse=True)[k - 1 : k]
         scores.update(index.similarities(kind, query, missing, at_least=max([sigma, *nearest_kept])))

@@ -11,7 +11,7 @@ from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import AnchorKind
 
-__all__ = ["AnchorIndex", "ExactSearch", "query_vector"]
+__all__ = ["AnchorIndex", "NearestSearch", "query_vector"]
 
 
 @runtime_checkable
@@ -51,17 +51,17 @@ class AnchorIndex(Protocol):
 
 
 @runtime_checkable
-class ExactSearch(Protocol):
-    """An index that can tell whether its :meth:`AnchorIndex.top` of a kind is exact.
+class NearestSearch(Protocol):
+    """An index whose :meth:`AnchorIndex.top` selection can take as a kind's nearest anchors.
 
-    An exact ``top`` returns the very anchors a full scan of cosines would, ordered by cosine then
-    id; selection then needs no other candidates. From an approximate one selection asks only for
-    the anchors it keeps, so the index takes enough candidates itself, and adds the native matches
-    (which it may have missed).
+    Its ``top`` scans the kind whole, or takes enough candidates from an approximate structure
+    itself (benchmark 1 measures how often that selects other anchors than a full scan), and orders
+    them by cosine then id. Selection then asks it only for the anchors it keeps, and adds native
+    matches only to order equal cosines.
     """
 
     def searches_exactly(self, kind: AnchorKind) -> bool:
-        """Whether ``top`` for ``kind`` scores every anchor of the kind."""
+        """Whether ``top`` for ``kind`` scores every anchor of the kind (else it is approximate)."""
         ...
 
     def similarities(

@@ -96,8 +96,9 @@ class NumpyAnchorIndex:
     them exactly. Vectors read from a KB folder by ``load_packed`` hold such a kind in float16 (half
     the memory): its candidates are scored from those rows, and the ones that could reach the top
     again from their float32 rows in the file (``KindVectors.exact_rows``); ``similarities`` does
-    the same for the rows that could reach the score it is given. :meth:`searches_exactly` tells selection
-    which kinds are scanned whole (:class:`~gravity_core.query.index.base.ExactSearch`). Instances
+    the same for the rows that could reach the score it is given. :meth:`searches_exactly` tells which
+    kinds are scanned whole. Selection takes ``top`` as the nearest anchors either way
+    (:class:`~gravity_core.query.index.base.NearestSearch`). Instances
     are read-only and safe to share between threads.
 
     Example:
