@@ -305,14 +305,14 @@ class _KeywordIndex:
             idx, w = self.postings[known[0][0]]
             return idx, w * (known[0][1] / total)
         dense = np.zeros(self.n_docs, dtype=np.float64)
+        held = np.zeros(self.n_docs, dtype=np.bool_)
         for s, idf in known:
             idx, w = self.postings[s]
             dense[idx] += idf * w
-        lists = [self.postings[s][0] for s, _ in known]
-        if sum(i.size for i in lists) * 16 < self.n_docs:  # few hits: sorting them beats a full scan
-            positions = np.unique(np.concatenate(lists))
-        else:
-            positions = np.flatnonzero(dense)
+            held[idx] = True
+        # A byte per document scans several times faster than the float sums (and than np.unique of
+        # the postings, whatever their number): 0.1 to 0.7 ms at 717k documents.
+        positions = np.flatnonzero(held)
         return positions, dense[positions] / total
 
 
