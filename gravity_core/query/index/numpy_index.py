@@ -208,8 +208,8 @@ class NumpyAnchorIndex:
         rows = np.fromiter((index.rows[a] for a in known), dtype=np.intp, count=len(known))
         scores = index.scores(rows, vector)
         if index.exact is not None:
-            near = np.flatnonzero(scores >= at_least - _FLOAT16_MARGIN) if at_least is not None else None
-            if near is None or near.size:
-                chosen = rows if near is None else rows[near]
-                scores[slice(None) if near is None else near] = _matvec(index.exact.read(chosen), vector)
+            floor = -np.inf if at_least is None else at_least - _FLOAT16_MARGIN
+            near = np.flatnonzero(scores >= floor)
+            if near.size:
+                scores[near] = _matvec(index.exact.read(rows[near]), vector)
         return dict(zip(known, scores.tolist(), strict=True))
