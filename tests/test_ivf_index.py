@@ -83,6 +83,21 @@ def test_a_row_is_its_own_nearest_neighbour_and_builds_are_deterministic() -> No
         assert found.tolist() == second.candidates(matrix[row], 5).tolist()
 
 
+def test_rows_with_coordinates_beyond_the_trained_range_are_still_found() -> None:
+    # A sample of 5 rows per cluster (about 6% of the rows) sets the codes' scale; the basis
+    # vectors' coordinate of 1 lies far beyond it in every row the sample missed. Such a coordinate
+    # is clipped to the largest code, not wrapped around to a negative one.
+    matrix = _clustered(6_000)
+    spikes = list(range(0, 6_000, 600))
+    for dim, row in enumerate(spikes):
+        matrix[row] = np.eye(DIM, dtype=np.float32)[dim]
+    search = IVFSearch.build(matrix, IVFSettings(min_rows=1_000, train_per_cluster=5))
+    assert search is not None
+    assert float(np.abs(matrix).max()) == 1.0
+    for row in spikes:
+        assert row in search.candidates(matrix[row], 5).tolist()
+
+
 def test_small_kinds_and_a_disabled_setting_are_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     matrix = _clustered(2_000)
 
