@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +101,44 @@ def test_rows_with_coordinates_beyond_the_trained_range_are_still_found() -> Non
         assert row in search.candidates(matrix[row], 5).tolist()
 
 
+def test_top_each_gives_each_kinds_top_and_searches_the_largest_inverted_file_in_a_helper_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vectors = AnchorVectors(embedder="test", dim=DIM)
+    for kind, rows, seed in (
+        (AnchorKind.ENTITY, 2_000, 3),
+        (AnchorKind.EVENT, 6_000, 4),
+        (AnchorKind.TOPIC, 500, 5),
+    ):
+        ids = [f"{kind.value}-{i:05d}" for i in range(rows)]
+        vectors.kinds[kind.value] = KindVectors(ids=ids, digests=[""] * rows, matrix=_clustered(rows, seed))
+    searched_in: list[tuple[int, str]] = []
+    candidates = IVFSearch.candidates
+
+    def spied(self: IVFSearch, vector: np.ndarray, limit: int) -> np.ndarray:
+        searched_in.append((limit, threading.current_thread().name))
+        return candidates(self, vector, limit)
+
+    monkeypatch.setattr(IVFSearch, "candidates", spied)
+    limits = {AnchorKind.ENTITY: 5, AnchorKind.EVENT: 7, AnchorKind.TOPIC: 4}
+    index = NumpyAnchorIndex.from_vectors(vectors, approximate=SMALL)  # entities and events: inverted files
+    for query in _queries(vectors.get(AnchorKind.EVENT).matrix, 10):
+        searched_in.clear()
+        found = index.top_each(query, limits)
+        threads = dict(searched_in)  # limit -> the thread that searched that kind's inverted file
+        assert len(searched_in) == 2
+        assert threads[7].startswith("gravity-index")  # the events, the largest
+        assert threads[5] == threading.current_thread().name  # the entities, meanwhile
+        assert list(found) == list(limits)
+        assert found == {kind: index.top(kind, query, limit) for kind, limit in limits.items()}
+    # One inverted file: nothing to search meanwhile, every kind in the calling thread.
+    searched_in.clear()
+    index.top_each(
+        _queries(vectors.get(AnchorKind.EVENT).matrix, 1)[0], {AnchorKind.EVENT: 7, AnchorKind.TOPIC: 4}
+    )
+    assert searched_in == [(7, threading.current_thread().name)]
+
+
 def test_small_kinds_and_a_disabled_setting_are_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     matrix = _clustered(2_000)
 
@@ -156,3 +197,26 @@ def test_float16_similarities_are_exact_where_they_can_reach_the_score_asked(tmp
     assert all(abs(got[i] - truth[i]) < 1e-6 for i in above)
     assert all(abs(got[i] - truth[i]) < 1e-3 for i in below)
     assert any(abs(got[i] - truth[i]) > 1e-6 for i in below)  # those stayed float16 scores
+
+
+def _top_each_in_child(index: NumpyAnchorIndex, query: np.ndarray, limits: dict[AnchorKind, int]) -> None:
+    os._exit(0 if len(index.top_each(query, limits)) == len(limits) else 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a process forked from one that queried")
+def test_a_forked_process_searches_with_helper_threads_of_its_own() -> None:
+    vectors = AnchorVectors(embedder="test", dim=DIM)
+    for kind, rows in ((AnchorKind.ENTITY, 2_000), (AnchorKind.EVENT, 6_000)):
+        ids = [f"{kind.value}-{i:05d}" for i in range(rows)]
+        vectors.kinds[kind.value] = KindVectors(ids=ids, digests=[""] * rows, matrix=_clustered(rows))
+    index = NumpyAnchorIndex.from_vectors(vectors, approximate=SMALL)
+    query = _queries(vectors.get(AnchorKind.EVENT).matrix, 1)[0]
+    limits = {AnchorKind.ENTITY: 3, AnchorKind.EVENT: 3}
+    index.top_each(query, limits)  # the parent's helper thread exists now; a child has none of it
+    fork = multiprocessing.get_context("fork")
+    child = fork.Process(target=_top_each_in_child, args=(index, query, limits))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0  # not None: it did not wait forever for the parent's thread

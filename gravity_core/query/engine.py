@@ -21,6 +21,7 @@ from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_sum
 from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.expansion import expand
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
+from gravity_core.query.index.base import NearestSearch
 from gravity_core.query.index.numpy_index import DEFAULT_IVF
 from gravity_core.query.lexicon import AnchorLexicon
 from gravity_core.query.live import (
@@ -394,9 +395,13 @@ class GravityEngine:
         selected: list[ScoredAnchor] = []
         lexicon, index = served.lexicon, served.index
         named = cache(partial(lexicon.participants, question))
-        for kind in _ORDER:
-            if kind not in cfg.modules:
-                continue
+        kinds = [kind for kind in _ORDER if kind in cfg.modules]
+        nearest: dict[AnchorKind, list[tuple[str, float]]] = {}
+        if cfg.rerank and isinstance(index, NearestSearch):
+            # What select asks each kind for (k, reserved slots included, and one to see a tie).
+            limits = {kind: cfg.k_for(kind) + 1 for kind in kinds if cfg.k_for(kind) > 0}
+            nearest = index.top_each(vector, limits)
+        for kind in kinds:
             native: Callable[[], Mapping[str, float]]
             if kind is AnchorKind.ENTITY:
                 native = cache(partial(lexicon.entities, question, cfg.candidate_pool))
@@ -427,6 +432,7 @@ class GravityEngine:
                 pool=cfg.candidate_pool,
                 rerank=cfg.rerank,
                 exclude=frozenset(a.id for a in reserved),
+                nearest=nearest.get(kind),
             )
             selected.extend(reserved + chosen)
         return selected

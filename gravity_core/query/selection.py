@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,6 +25,7 @@ def select(
     pool: int,
     rerank: bool,
     exclude: frozenset[str] = frozenset(),
+    nearest: Sequence[tuple[str, float]] | None = None,
 ) -> list[ScoredAnchor]:
     """The ``k`` best anchors of ``kind`` for the query.
 
@@ -37,6 +38,9 @@ def select(
     scores would only order equal cosines, so they are made only when two of the nearest tie.
     Another index (such as Chroma's graph search) is asked for the ``pool`` nearest, and the
     native matches join them, since it may miss some.
+
+    ``nearest``: the :class:`NearestSearch` index's ``top`` for this kind and query with a limit of
+    at least ``k + len(exclude) + 1``, when the caller has it already (``top_each``).
     """
     if k <= 0:
         return []
@@ -48,7 +52,7 @@ def select(
     wanted = k + len(exclude)
     if wanted >= pool or not isinstance(index, NearestSearch):
         return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
-    nearest = index.top(kind, query, wanted + 1)
+    nearest = list(nearest[: wanted + 1]) if nearest is not None else index.top(kind, query, wanted + 1)
     if any(a[1] <= b[1] for a, b in itertools.pairwise(nearest)):
         return _reranked(kind, native(), index, query, k=k, sigma=sigma, nearest=pool, exclude=exclude)
     kept = [(i, s) for i, s in nearest[:wanted] if s >= sigma and i not in exclude]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -62,6 +62,13 @@ class NearestSearch(Protocol):
 
     def searches_exactly(self, kind: AnchorKind) -> bool:
         """Whether ``top`` for ``kind`` scores every anchor of the kind (else it is approximate)."""
+        ...
+
+    def top_each(
+        self, query: Matrix, limits: Mapping[AnchorKind, int]
+    ) -> dict[AnchorKind, list[tuple[str, float]]]:
+        """``top(kind, query, limit)`` of each kind in ``limits`` (kind -> limit), in one call that may
+        search the kinds at once."""
         ...
 
     def similarities(

