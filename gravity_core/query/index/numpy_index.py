@@ -202,9 +202,10 @@ class NumpyAnchorIndex:
 
         When two kinds or more take candidates from an inverted file, the largest of them is
         searched in a helper thread meanwhile (faiss releases the GIL while it reads the codes).
-        On the 1M-anchor KB of benchmark 1 the three kinds took 1.2 ms instead of 1.7 on idle
-        cores, and no longer with one to three other busy processes on the two cores. The helper
-        threads, at most one per core, start at the first such call and wait idle between queries.
+        On benchmark 1's 1M-anchor KB, searched in process, the three kinds took 1.2 ms instead of
+        1.7 on idle cores, and no longer with one to three other busy processes on the two cores.
+        The helper threads, at most one per core, start at the first such call and wait idle
+        between queries.
 
         Raises:
             ConfigurationError: ``query`` does not have the index's dimension.
