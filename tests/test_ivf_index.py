@@ -36,6 +36,15 @@ def _vectors(matrix: np.ndarray) -> AnchorVectors:
     return vectors
 
 
+def _kinds(rows: dict[AnchorKind, int]) -> AnchorVectors:
+    """Clustered vectors of several kinds, each drawn with its own seed."""
+    vectors = AnchorVectors(embedder="test", dim=DIM)
+    for seed, (kind, count) in enumerate(rows.items(), start=3):
+        ids = [f"{kind.value}-{i:05d}" for i in range(count)]
+        vectors.kinds[kind.value] = KindVectors(ids=ids, digests=[""] * count, matrix=_clustered(count, seed))
+    return vectors
+
+
 def _queries(matrix: np.ndarray, count: int = 40) -> np.ndarray:
     rng = np.random.default_rng(1)
     picked = matrix[rng.choice(len(matrix), count, replace=False)]
@@ -104,14 +113,7 @@ def test_rows_with_coordinates_beyond_the_trained_range_are_still_found() -> Non
 def test_top_each_gives_each_kinds_top_and_searches_the_largest_inverted_file_in_a_helper_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    vectors = AnchorVectors(embedder="test", dim=DIM)
-    for kind, rows, seed in (
-        (AnchorKind.ENTITY, 2_000, 3),
-        (AnchorKind.EVENT, 6_000, 4),
-        (AnchorKind.TOPIC, 500, 5),
-    ):
-        ids = [f"{kind.value}-{i:05d}" for i in range(rows)]
-        vectors.kinds[kind.value] = KindVectors(ids=ids, digests=[""] * rows, matrix=_clustered(rows, seed))
+    vectors = _kinds({AnchorKind.ENTITY: 2_000, AnchorKind.EVENT: 6_000, AnchorKind.TOPIC: 500})
     searched_in: list[tuple[int, str]] = []
     candidates = IVFSearch.candidates
 
@@ -205,10 +207,7 @@ def _top_each_in_child(index: NumpyAnchorIndex, query: np.ndarray, limits: dict[
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="a process forked from one that queried")
 def test_a_forked_process_searches_with_helper_threads_of_its_own() -> None:
-    vectors = AnchorVectors(embedder="test", dim=DIM)
-    for kind, rows in ((AnchorKind.ENTITY, 2_000), (AnchorKind.EVENT, 6_000)):
-        ids = [f"{kind.value}-{i:05d}" for i in range(rows)]
-        vectors.kinds[kind.value] = KindVectors(ids=ids, digests=[""] * rows, matrix=_clustered(rows))
+    vectors = _kinds({AnchorKind.ENTITY: 2_000, AnchorKind.EVENT: 6_000})
     index = NumpyAnchorIndex.from_vectors(vectors, approximate=SMALL)
     query = _queries(vectors.get(AnchorKind.EVENT).matrix, 1)[0]
     limits = {AnchorKind.ENTITY: 3, AnchorKind.EVENT: 3}
