@@ -6,8 +6,9 @@ with MiniLM. GRAVITY side, as shipped: ``GravityRetriever(engine, vector_store=s
 default ``k=4`` the retriever makes only the question's search): it embeds the question once
 (shared with the engine, whose embedder is the store's), runs the engine, takes the expansions'
 vectors stored by the build (embedding in one batch only those the build did not store), searches
-each of the 1 + 9 vectors through the store's own ``similarity_search_by_vector`` (so a store
-subclass or wrapper sees every search) and merges the lists by the context policy. Host side:
+the question's vector and then the expansions' in order, while the policy's merge can still place
+their hits, through the store's own ``similarity_search_by_vector`` (so a store subclass or wrapper
+sees every search), and merges the lists by the context policy. Host side:
 ``store.similarity_search(question, k=30)``. Side by side: the same retriever given
 ``batched_search=ChromaBatchedSearch(collection)``, the opt-in path that sends all vectors in one
 ``Collection.query`` of chromadb's public API; and, for reference, the retriever over an engine
@@ -46,16 +47,28 @@ _WARMUP = 10
 
 
 def run(settings: BenchSettings, workspace: Workspace) -> Result:
-    """Time the retriever against one search, interleaved per question; count embedding calls."""
+    """Time the retriever against one search, interleaved per question; count embedding calls and searches."""
+    from langchain_chroma import Chroma
+
     from gravity_langchain import ChromaBatchedSearch, GravityEmbeddings, GravityRetriever
+
+    class CountingChroma(Chroma):
+        """Counts the retriever's searches of the store."""
+
+        searches = 0
+
+        def similarity_search_by_vector(self, *args: Any, **kwargs: Any) -> Any:
+            CountingChroma.searches += 1
+            return super().similarity_search_by_vector(*args, **kwargs)
 
     result = Result(
         name="fanout",
-        title="2. Expansion fan-out: GravityRetriever (1 + 9 queries) vs one plain host search",
+        title="2. Expansion fan-out: GravityRetriever (question + up to 9 expansions) vs one host search",
         sides={
             "retriever": f"GravityRetriever.invoke(question), k={_K}, as shipped: 1 embed_query + engine "
             "query + stored expansion vectors (the rest embedded in 1 call) + one store "
-            "similarity_search_by_vector per vector + the policy's merge",
+            "similarity_search_by_vector for the question and for each expansion, in order, while the "
+            "policy's merge can place its hits + the merge",
             "retriever_batched": "the same retriever with batched_search=ChromaBatchedSearch(collection): "
             "all vectors in one chromadb Collection.query (opt-in; bypasses the store object)",
             "retriever_unstored": "the same retriever over an engine without the build's expansion vectors: "
@@ -81,7 +94,9 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
         ]
         stored = sum(v is not None for texts in expansions for v in engine.known_expansion_vectors(texts))
         retriever = GravityRetriever(
-            engine=engine, vector_store=collection.store(GravityEmbeddings(counters["retriever"])), k=_K
+            engine=engine,
+            vector_store=collection.store(GravityEmbeddings(counters["retriever"]), CountingChroma),
+            k=_K,
         )
         batched = GravityRetriever(
             engine=batched_engine,
@@ -127,6 +142,7 @@ def run(settings: BenchSettings, workspace: Workspace) -> Result:
             share_of_expansions_stored_by_the_build=round(stored / max(sum(map(len, expansions)), 1), 3),
             embedding_calls_per_question={side: round(v, 3) for side, v in per_question.items()},
             embedded_texts_per_question=round(counters["retriever"].texts / invocations, 3),
+            retriever_store_searches_per_question=round(CountingChroma.searches / invocations, 3),
         )
         host_p50 = figures["host"]["p50_ms"]
         time_ratio = figures["retriever"]["p50_ms"] / host_p50

@@ -220,8 +220,10 @@ class HostCollection:
         self.client = client
         self.name = name
 
-    def store(self, embeddings: Embeddings) -> Chroma:
-        """A langchain-chroma ``Chroma`` over the collection that embeds queries with ``embeddings``."""
+    def store(self, embeddings: Embeddings, store_class: type[Chroma] | None = None) -> Chroma:
+        """A langchain-chroma ``Chroma`` (or ``store_class``, a subclass) over the collection that
+        embeds queries with ``embeddings``."""
         from langchain_chroma import Chroma
 
-        return Chroma(client=self.client, collection_name=self.name, embedding_function=embeddings)
+        made = store_class or Chroma
+        return made(client=self.client, collection_name=self.name, embedding_function=embeddings)

@@ -154,12 +154,69 @@ class ContextPolicy:
         if top_n is not None and top_n < 1:
             raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
         found = _found_by(question, question_hits, expansions, expansion_hits, key)
-        placed: set[Hashable] = set()
-        own = _Cursor(_unique(question_hits, key), placed)
-        added = _Cursor(self._expansion_stream(expansion_hits, key) if self.every else [], placed)
+        stream = self._expansion_stream([_unique(hits, key)[: self.depth] for hits in expansion_hits])
+        picks, _ = self._place(_unique(question_hits, key), stream, top_n)
         merged: list[MergedHit[T]] = []
-        while top_n is None or len(merged) < top_n:
-            position = len(merged)
+        for taken, slot in picks:
+            hits, item = found[taken]
+            merged.append(MergedHit(item, slot, sum(1.0 / (self.rrf_c + h.rank) for h in hits), tuple(hits)))
+        return merged
+
+    def merge_searching(
+        self,
+        question: str,
+        question_hits: Sequence[T],
+        expansions: Sequence[str],
+        search: Callable[[int], Sequence[T]],
+        key: Callable[[T], Hashable],
+        *,
+        top_n: int | None = None,
+    ) -> tuple[list[MergedHit[T]], int]:
+        """:meth:`merge`, searching the expansions in order only while the merge can take more of their hits.
+
+        With ``depth`` 1 the merge takes each expansion's best hit, in the expansions' order. Once
+        the expansions searched fill every place the merge gives expansions (the ``top_n`` places
+        after the lead, less those their hits already hold), the others cannot change which
+        documents are placed or where, so they are not searched. ``found_by`` then names only the
+        queries searched. With a larger ``depth``, or no ``top_n``, every expansion is searched
+        (with ``every`` 0, none).
+
+        Args:
+            search: expansion ``n``'s results (``n`` from 0), best first.
+            (the others as :meth:`merge`.)
+
+        Returns:
+            The merged hits, and how many expansions were searched.
+        """
+        if top_n is not None and top_n < 1:
+            raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
+        searched: list[Sequence[T]] = []
+        if self.every == 0:
+            pass
+        elif self.depth == 1 and top_n is not None:
+            own = _unique(question_hits, key)
+            firsts: list[list[Hashable]] = []
+            while (
+                len(searched) < len(expansions) and self._place(own, self._expansion_stream(firsts), top_n)[1]
+            ):
+                searched.append(search(len(searched)))
+                firsts.append(_unique(searched[-1], key)[:1])
+        else:
+            searched = [search(n) for n in range(len(expansions))]
+        merged = self.merge(question, question_hits, expansions[: len(searched)], searched, key, top_n=top_n)
+        return merged, len(searched)
+
+    def _place(
+        self, own: list[Hashable], stream: list[Hashable], top_n: int | None
+    ) -> tuple[list[tuple[Hashable, str]], bool]:
+        """The merge's documents (keys) and slots, and whether it wanted an expansion hit past the last."""
+        placed: set[Hashable] = set()
+        question = _Cursor(own, placed)
+        added = _Cursor(stream if self.every else [], placed)
+        picks: list[tuple[Hashable, str]] = []
+        starved = False
+        while top_n is None or len(picks) < top_n:
+            position = len(picks)
             expansion_slot = (
                 self.every > 0
                 and position >= self.lead
@@ -168,31 +225,31 @@ class ContextPolicy:
             # An expansion's place goes to the question when no expansion hit is left, and the
             # question's to an expansion only when the question's results have run out.
             order = (
-                ((added, EXPANSION), (own, QUESTION))
+                ((added, EXPANSION), (question, QUESTION))
                 if expansion_slot
-                else ((own, QUESTION), (added, EXPANSION))
+                else ((question, QUESTION), (added, EXPANSION))
             )
-            pick = next(
-                ((taken, slot) for cursor, slot in order if (taken := cursor.take()) is not None), None
-            )
+            pick = None
+            for cursor, slot in order:
+                taken = cursor.take()
+                if taken is not None:
+                    pick = (taken, slot)
+                    break
+                starved = starved or cursor is added
             if pick is None:
                 break
-            taken, slot = pick
-            hits, item = found[taken]
-            merged.append(MergedHit(item, slot, sum(1.0 / (self.rrf_c + h.rank) for h in hits), tuple(hits)))
-        return merged
+            picks.append(pick)
+        return picks, starved
 
-    def _expansion_stream(
-        self, expansion_hits: Sequence[Sequence[T]], key: Callable[[T], Hashable]
-    ) -> list[Hashable]:
-        """Expansion hits round robin by rank, down to ``depth``, without repeats."""
-        unique = [_unique(hits, key)[: self.depth] for hits in expansion_hits]
-        stream: list[Hashable] = []
-        for rank in range(self.depth):
+    @staticmethod
+    def _expansion_stream(unique: Sequence[Sequence[Hashable]]) -> list[Hashable]:
+        """Each expansion's first hits (``unique``, to ``depth``) round robin by rank, without repeats."""
+        stream: dict[Hashable, None] = {}
+        for rank in range(max(map(len, unique), default=0)):
             for hits in unique:
-                if rank < len(hits) and hits[rank] not in stream:
-                    stream.append(hits[rank])
-        return stream
+                if rank < len(hits):
+                    stream.setdefault(hits[rank], None)
+        return list(stream)
 
     # -- budget -------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import Field
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
@@ -172,7 +172,12 @@ class GravityRetriever(BaseRetriever):
 
     With a vector store, the queries are embedded with the store's embeddings in one
     ``embed_documents`` call and each is searched with the store's own ``similarity_search_by_vector``
-    (concurrently in ``ainvoke``), so a subclass or wrapper of the store sees every search. When the
+    (concurrently in ``ainvoke``), so a subclass or wrapper of the store sees every search. In
+    ``invoke`` the expansions are searched in order only while the merge can still place their hits
+    (:meth:`~gravity_core.context_policy.ContextPolicy.merge_searching`): at ``k`` five past the
+    policy's lead of 25, once the expansions searched have filled the five places, the rest are not
+    searched; the documents returned are the same, and ``gravity_found_by`` names only the queries
+    searched. With ``k`` at most the lead, only the question is searched. When the
     store's embeddings are the engine's embedder
     (:func:`~gravity_langchain.embeddings.shares_embedder`), the question is embedded once and that
     vector also serves the engine, and expansions whose vectors the build stored are not embedded
@@ -362,17 +367,26 @@ class GravityRetriever(BaseRetriever):
             context = self._context(query, None, call)
             self._emit(context, run_manager, call)
             expansions = self._searched(context, call)
-            lists = [store.similarity_search(q, k=call.fetch, **call.search) for q in [query, *expansions]]
-            return self._merge(query, expansions, lists, call.top)
+            return self._merge_searching(
+                query,
+                store.similarity_search(query, k=call.fetch, **call.search),
+                expansions,
+                lambda n: store.similarity_search(expansions[n], k=call.fetch, **call.search),
+                call.top,
+            )
         context, expansions, vectors = self._embedded_queries(query, embeddings, call)
         self._emit(context, run_manager, call)
-        queries = [query, *expansions]
         batched = self._batched(call)
         if batched is not None:
             lists = batched.search(vectors, call.fetch, call.search)
-        else:
-            lists = [self._search_by_vector(store, v, q, call) for q, v in zip(queries, vectors, strict=True)]
-        return self._merge(query, expansions, lists, call.top)
+            return self._merge(query, expansions, lists, call.top)
+        return self._merge_searching(
+            query,
+            self._search_by_vector(store, vectors[0], query, call),
+            expansions,
+            lambda n: self._search_by_vector(store, vectors[n + 1], expansions[n], call),
+            call.top,
+        )
 
     def _embedded_queries(
         self, query: str, embeddings: Embeddings, call: _Call
@@ -601,11 +615,29 @@ class GravityRetriever(BaseRetriever):
         self, query: str, expansions: Sequence[str], lists: Sequence[Sequence[Document]], top: int
     ) -> list[Document]:
         """The policy's merge of the question's list (``lists[0]``) with the expansions', as new documents."""
-        merged = self.policy.merge(query, lists[0], expansions, lists[1:], document_key, top_n=top)
-        return [
-            hit.item.model_copy(update={"metadata": {**hit.item.metadata, **hit.metadata()}})
-            for hit in merged
-        ]
+        return _documents(self.policy.merge(query, lists[0], expansions, lists[1:], document_key, top_n=top))
+
+    def _merge_searching(
+        self,
+        query: str,
+        question_hits: list[Document],
+        expansions: Sequence[str],
+        search: Callable[[int], list[Document]],
+        top: int,
+    ) -> list[Document]:
+        """The policy's merge, searching an expansion only while the merge can take its hits."""
+        merged, searched = self.policy.merge_searching(
+            query, question_hits, expansions, search, document_key, top_n=top
+        )
+        logger.debug("searched %d of %d expanded queries for %d results", searched, len(expansions), top)
+        return _documents(merged)
+
+
+def _documents(merged: Sequence[MergedHit[Document]]) -> list[Document]:
+    """The merged documents as new documents, the merge's metadata added."""
+    return [
+        hit.item.model_copy(update={"metadata": {**hit.item.metadata, **hit.metadata()}}) for hit in merged
+    ]
 
 
 def _event_data(context: AnchorContext, call: _Call) -> dict[str, Any]:

@@ -107,3 +107,57 @@ def test_mismatched_lists_and_a_bad_top_n_are_refused() -> None:
         DEFAULT_POLICY.merge("q", ["a"], ["one", "two"], [["b"]], key=str)
     with pytest.raises(ConfigurationError, match="top_n"):
         DEFAULT_POLICY.merge("q", ["a"], [], [], key=str, top_n=0)
+
+
+def searching(policy: ContextPolicy, question: list[str], expansions: list[list[str]], top_n: int | None):
+    """merge_searching over ``expansions``; also which expansions it searched."""
+    asked: list[int] = []
+
+    def search(n: int) -> list[str]:
+        asked.append(n)
+        return expansions[n]
+
+    texts = [f"expansion {n}" for n in range(1, len(expansions) + 1)]
+    merged, searched = policy.merge_searching("q", question, texts, search, key=str, top_n=top_n)
+    assert searched == len(asked)
+    return merged, asked
+
+
+def test_expansions_are_searched_in_order_only_while_the_merge_can_place_their_hits() -> None:
+    policy = ContextPolicy(lead=2, every=1, depth=1)
+    question = ["q1", "q2", "q3", "q4"]
+    # e1 is new, q2's place is the question's already, then e3 fills the second expansion place.
+    expansions = [["e1", "x"], ["q2"], ["e3"], ["e4"], ["e5"]]
+    merged, asked = searching(policy, question, expansions, top_n=4)
+    assert [h.item for h in merged] == ["q1", "q2", "e1", "e3"] == merged_ids(policy, question, expansions, 4)
+    assert asked == [0, 1, 2]
+    # Within the lead nothing is searched; without top_n, or with depth 2, everything is.
+    assert searching(policy, question, expansions, top_n=2)[1] == []
+    assert searching(policy, question, expansions, top_n=None)[1] == [0, 1, 2, 3, 4]
+    assert searching(ContextPolicy(lead=2, every=1, depth=2), question, expansions, top_n=4)[1] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+    # When the question runs out, expansions take its places too: q2 (expansion 2's) is placed.
+    merged, asked = searching(policy, ["q1"], expansions, top_n=4)
+    assert [h.item for h in merged] == ["q1", "e1", "q2", "e3"] and asked == [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_searching_lazily_places_what_the_merge_of_every_expansion_places(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    pool = [f"d{i}" for i in range(12)]
+    policy = ContextPolicy(lead=rng.randint(0, 4), every=rng.randint(1, 3), depth=1)
+    question = rng.sample(pool, rng.randint(0, 8))
+    expansions = [rng.sample(pool, rng.randint(0, 3)) for _ in range(rng.randint(0, 6))]
+    top_n = rng.randint(1, 14)
+    merged, _ = searching(policy, question, expansions, top_n)
+    every = policy.merge(
+        "q", question, [f"expansion {n}" for n in range(1, len(expansions) + 1)], expansions, str, top_n=top_n
+    )
+    assert [(h.item, h.slot) for h in merged] == [(h.item, h.slot) for h in every]

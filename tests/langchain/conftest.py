@@ -29,6 +29,10 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_conversation
 #: A policy giving expansions places from the second result on, for tests of how they are searched
 #: (the shipped policy places them only after the question's first 25 hits).
 EARLY = ContextPolicy(lead=1, every=2)
+#: EARLY, but the merge may take each expansion's second hit too, which comes after every
+#: expansion's first: every expansion is searched (with depth 1 the retriever stops searching
+#: once the expansions' places are filled), for tests of how each query is embedded and searched.
+EVERY_SEARCHED = ContextPolicy(lead=1, every=2, depth=2)
 
 
 @pytest.fixture

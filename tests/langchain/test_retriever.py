@@ -29,7 +29,7 @@ from gravity_langchain import (
     GravityRetriever,
     document_key,
 )
-from tests.langchain.conftest import EARLY
+from tests.langchain.conftest import EARLY, EVERY_SEARCHED
 
 
 class Recorder(BaseCallbackHandler):
@@ -95,7 +95,7 @@ def test_question_and_expansions_are_embedded_in_one_batch_and_each_searched_by_
     expansions = engine.query(question).expansions
     assert len(expansions) >= 3
 
-    GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4).invoke(question)
+    GravityRetriever(policy=EVERY_SEARCHED, engine=engine, vector_store=store, k=4).invoke(question)
 
     queries = [question, *expansions]
     assert embeddings.document_calls == [queries]
@@ -123,7 +123,7 @@ def test_a_store_sharing_the_engines_embedder_embeds_the_question_once(
 
     monkeypatch.setattr(engine, "embed_query", counted)
 
-    docs = GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4).invoke(question)
+    docs = GravityRetriever(policy=EVERY_SEARCHED, engine=engine, vector_store=store, k=4).invoke(question)
 
     assert engine_embeds == []  # the engine took the store's vector of the question
     assert shared_embeddings.query_calls == [question]
@@ -200,7 +200,14 @@ def test_expansions_are_searched_only_when_the_policy_can_place_them(
     assert len(store.searched) == 1
     store.searched.clear()
     deeper = retriever.invoke(question, k=DEFAULT_POLICY.lead + 3)
-    assert len(store.searched) == 1 + len(expansions)
+    # The expansions in order, only until their three places are filled.
+    searched = len(store.searched) - 1
+    assert 1 <= searched <= len(expansions)
+    vectors = GravityEmbeddings(engine.embedder).embed_documents([question, *expansions])
+    assert store.searched == vectors[: 1 + searched]
+    every = [store.similarity_search_by_vector(v, k=DEFAULT_POLICY.lead + 3) for v in vectors]
+    merged = DEFAULT_POLICY.merge(question, every[0], expansions, every[1:], document_key, top_n=len(deeper))
+    assert [d.page_content for d in deeper] == [h.item.page_content for h in merged]
     assert [d.metadata["gravity_slot"] for d in deeper[: DEFAULT_POLICY.lead]] == [
         "question"
     ] * DEFAULT_POLICY.lead
@@ -317,7 +324,7 @@ async def test_stores_without_vector_search_are_searched_by_text(
     store = store_class(GravityEmbeddings(engine.embedder))
     store.texts = []
     store.add_documents(documents)
-    retriever = GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4)
+    retriever = GravityRetriever(policy=EVERY_SEARCHED, engine=engine, vector_store=store, k=4)
     queries = [question, *engine.query(question).expansions]
 
     assert len(retriever.invoke(question)) == 4

@@ -14,7 +14,7 @@ from gravity_core.query.engine import GravityEngine
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore
 from gravity_langchain import GravityRetriever
-from tests.langchain.conftest import EARLY, CountingGravityEmbeddings, SpyStore
+from tests.langchain.conftest import EVERY_SEARCHED, CountingGravityEmbeddings, SpyStore
 
 
 def test_stored_expansion_vectors_replace_embedding_calls(
@@ -35,7 +35,7 @@ def test_stored_expansion_vectors_replace_embedding_calls(
     missing = [t for t, v in zip(expansions, known, strict=True) if v is None]
     assert len(missing) < len(expansions)
 
-    GravityRetriever(policy=EARLY, engine=engine, vector_store=store, k=4).invoke(question)
+    GravityRetriever(policy=EVERY_SEARCHED, engine=engine, vector_store=store, k=4).invoke(question)
 
     assert embeddings.query_calls == [question]
     assert embeddings.document_calls == ([missing] if missing else [])
@@ -47,6 +47,6 @@ def test_stored_expansion_vectors_replace_embedding_calls(
     assert all(v is None for v in bare.known_expansion_vectors(expansions))
     embeddings.document_calls.clear()
     store.searched.clear()
-    GravityRetriever(policy=EARLY, engine=bare, vector_store=store, k=4).invoke(question)
+    GravityRetriever(policy=EVERY_SEARCHED, engine=bare, vector_store=store, k=4).invoke(question)
     assert embeddings.document_calls == [expansions]
     assert np.allclose(np.asarray(store.searched), searched, atol=1e-6)

@@ -169,7 +169,7 @@ def test_the_retriever_gives_each_user_their_documents_and_anchors_only(
         (event,) = events.seen
         assert_only_theirs(n, docs, event, kbs)
         # The question's search and every expansion's, each limited to the user.
-        assert len(store.searches) == 1 + len(event["expansions"]) > 1
+        assert 1 < len(store.searches) <= 1 + len(event["expansions"])
         assert all("filter" in search for search in store.searches)
 
 
