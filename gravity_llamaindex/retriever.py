@@ -158,7 +158,10 @@ class GravityFusionRetriever(BaseRetriever):
        :class:`~gravity_llamaindex.GravityEmbedding` on the KB's own embedder, the question's
        vector is also handed to the engine, so nothing is embedded twice.
     3. runs one search per query, ``QueryBundle(query, embedding=vector)``, on the wrapped retriever:
-       one after another in :meth:`retrieve`, concurrently (``asyncio.gather``) in :meth:`aretrieve`.
+       concurrently (``asyncio.gather``) in :meth:`aretrieve`; in :meth:`retrieve` the question, then
+       the expansions one after another only while the merge can still place their hits
+       (:meth:`~gravity_core.context_policy.ContextPolicy.merge_searching`; the nodes returned are
+       the same). Within the policy's lead (25 places) only the question is searched.
     4. merges the lists by the :class:`~gravity_core.context_policy.ContextPolicy` (deduplicated
        by ``node_id``): the question's own hits come first and the expansions may only add, at a
        bounded share of the places, nodes the question has not placed. It returns the top
@@ -503,8 +506,17 @@ class GravityFusionRetriever(BaseRetriever):
         provider, host = self._scope(query_bundle)
         queries, known = self._plan(query_bundle, provider)
         self._log(query_bundle, queries)
-        results = [host.retrieve(self._search_bundle(q, known)) for q in queries]
-        return self._merge(queries, results)
+        results = [host.retrieve(self._search_bundle(queries[0], known))]
+
+        def search(n: int) -> list[NodeWithScore]:
+            results.append(host.retrieve(self._search_bundle(queries[n + 1], known)))
+            return results[-1]
+
+        # The expansions in order, only while the merge can still place their hits.
+        merged, _ = self._policy.merge_searching(
+            queries[0], results[0], queries[1:], search, _node_id, top_n=self._similarity_top_k
+        )
+        return [_explained(hit, _host_score(hit, results)) for hit in merged]
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -520,10 +532,14 @@ class GravityFusionRetriever(BaseRetriever):
             results[0],
             queries[1:],
             results[1:],
-            lambda item: item.node.node_id,
+            _node_id,
             top_n=self._similarity_top_k,
         )
         return [_explained(hit, _host_score(hit, results)) for hit in merged]
+
+
+def _node_id(item: NodeWithScore) -> str:
+    return item.node.node_id
 
 
 def _user_retriever(

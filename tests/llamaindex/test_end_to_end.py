@@ -22,6 +22,7 @@ from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
@@ -37,6 +38,10 @@ from gravity_llamaindex import (
 )
 
 from .conftest import QUESTION, RecordingLLM, same_vector, vector_of
+
+#: Expansions placed from the second result on, each with its best two hits: the second hits come
+#: after every expansion's first, so the merge wants every expansion searched.
+EVERY_SEARCHED = ContextPolicy(lead=1, every=2, depth=2)
 
 BACKENDS = [
     "memory",
@@ -123,7 +128,7 @@ async def test_each_expansion_is_its_own_search_and_the_prompt_holds_anchors_and
     provider = AnchorProvider(engine)
     llm = RecordingLLM()
     query_engine = RetrieverQueryEngine.from_args(
-        GravityFusionRetriever.from_index(index, provider, similarity_top_k=6),
+        GravityFusionRetriever.from_index(index, provider, similarity_top_k=6, policy=EVERY_SEARCHED),
         llm=llm,
         node_postprocessors=[GravityNodePostprocessor(provider)],
     )
@@ -159,7 +164,7 @@ async def test_transform_query_engine_route_gives_the_same_answer(
     provider = AnchorProvider(engine)
     llm = RecordingLLM()
     inner = RetrieverQueryEngine.from_args(
-        GravityFusionRetriever.from_index(index, provider, similarity_top_k=6),
+        GravityFusionRetriever.from_index(index, provider, similarity_top_k=6, policy=EVERY_SEARCHED),
         llm=llm,
         node_postprocessors=[GravityNodePostprocessor(provider)],
     )
@@ -170,6 +175,22 @@ async def test_transform_query_engine_route_gives_the_same_answer(
     async_response = await query_engine.aquery(QUESTION)
     assert str(async_response) == str(response)
     assert engine_calls == [QUESTION]
+
+
+async def test_expansions_the_merge_cannot_place_are_not_searched(
+    index: VectorStoreIndex, engine: GravityEngine, context: AnchorContext, searches: list[VectorStoreQuery]
+) -> None:
+    """Within the default policy's lead every place is the question's: retrieve searches only the
+    question and returns what aretrieve, which searches every expansion at once, returns."""
+    retriever = GravityFusionRetriever.from_index(index, AnchorProvider(engine), similarity_top_k=6)
+    assert DEFAULT_POLICY.lead >= 6 and context.expansions
+    nodes = retriever.retrieve(QUESTION)
+    assert [s.query_str for s in searches] == [QUESTION]
+    searches.clear()
+    every = await retriever.aretrieve(QUESTION)
+    assert len(searches) == 1 + len(context.expansions)
+    assert [(n.node.node_id, n.score) for n in nodes] == [(n.node.node_id, n.score) for n in every]
+    assert len(nodes) == 6
 
 
 def test_a_plain_query_engine_with_the_postprocessor_makes_one_search(
