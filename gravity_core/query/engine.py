@@ -398,8 +398,9 @@ class GravityEngine:
         kinds = [kind for kind in _ORDER if kind in cfg.modules]
         nearest: dict[AnchorKind, list[tuple[str, float]]] = {}
         if cfg.rerank and isinstance(index, NearestSearch):
-            # What select asks each kind for (k, reserved slots included, and one to see a tie).
-            limits = {kind: cfg.k_for(kind) + 1 for kind in kinds if cfg.k_for(kind) > 0}
+            # What select asks each kind for (k, reserved slots included, and one to see a tie);
+            # from the candidate pool on, select searches the pool itself.
+            limits = {kind: cfg.k_for(kind) + 1 for kind in kinds if 0 < cfg.k_for(kind) < cfg.candidate_pool}
             nearest = index.top_each(vector, limits)
         for kind in kinds:
             native: Callable[[], Mapping[str, float]]
