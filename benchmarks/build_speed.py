@@ -11,6 +11,9 @@ One loop serves both. For each repetition and each sample (sides alternating), i
   build`` writes them), then ``save`` of the KB to that folder: together the rebuild from scratch;
 - ``add``: open a saved KB of the sample without its last session (load), add that session (its
   parses and answers kept too), save.
+
+Benchmark 5 also times an add into a 100k-anchor KB saved as a delta generation against the same
+add saved as a full one (:mod:`benchmarks.delta_save`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from benchmarks import delta_save
 from benchmarks.common import BenchSettings, CountingEmbedder, Result, profile_top, ratio, timed
 from benchmarks.workspace import Workspace, build_offline, turn_text
 from gravity_core.build.builder import AnchorBuilder
@@ -56,6 +60,8 @@ def run(settings: BenchSettings, workspace: Workspace) -> list[Result]:
         sides={
             "add": "load the saved KB without its last session, add that session (offline extractor), save",
             "rebuild": "build all sessions from scratch (as in 4) and save the KB to a fresh folder",
+            "add at scale": "add one session to a 100k-anchor KB (loaded first, untimed), saved as a delta "
+            "generation (the default) or as a full generation (delta_share=0)",
         },
     )
     embedder = workspace.embedder
@@ -124,6 +130,8 @@ def run(settings: BenchSettings, workspace: Workspace) -> list[Result]:
         ),
     }
     incremental.ratios.append(ratio("add one session / rebuild from scratch", add_ratio, ADD_TARGET))
+    incremental.figures["add_at_scale"], at_scale = delta_save.run(settings, workspace)
+    incremental.ratios.append(at_scale)
     first, turns = next(iter(samples.items()))
     if settings.profile and build_ratio > BUILD_TARGET:
         speed.profiles[f"offline build of {first}"] = profile_top(

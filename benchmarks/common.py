@@ -77,6 +77,7 @@ class BenchSettings:
         build_samples: samples of the build benchmarks (None: every sample of the file).
         build_repeats: alternated repetitions of the offline build and the encoder.
         incremental_repeats: alternated repetitions of add-one-session and rebuild.
+        delta_save_anchors: anchors of the KB an add is saved into as a delta or a full generation.
         memory_sizes: sizes (anchors) of the KBs whose peak memory is measured.
         memory_queries: queries run in the memory benchmark's query-path measurement.
         long_build_sizes: utterances of the synthetic conversations of the long-build benchmark.
@@ -103,6 +104,7 @@ class BenchSettings:
     build_samples: tuple[str, ...] | None = None
     build_repeats: int = 1
     incremental_repeats: int = 3
+    delta_save_anchors: int = 100_000
     memory_sizes: tuple[int, ...] = (100_000, 1_000_000)
     memory_queries: int = 100
     long_build_sizes: tuple[int, ...] = (2_000, 8_000, 32_000)
@@ -130,6 +132,7 @@ class BenchSettings:
             batch_sizes=(2, 4),
             build_repeats=1,
             incremental_repeats=1,
+            delta_save_anchors=400,
             memory_sizes=(200, 400),
             memory_queries=3,
             long_build_sizes=(60, 240),

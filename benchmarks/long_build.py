@@ -24,6 +24,7 @@ from benchmarks.conversation import synthetic_conversation
 from benchmarks.workspace import Workspace
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.extract.offline import OfflineExtractor
+from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import Utterance
 from gravity_core.store import AnchorStore, SavableKB
 
@@ -43,9 +44,11 @@ class _CountingStore(AnchorStore):
         self.records = 0
         self.record_bytes = 0
 
-    def save(self, kb: SavableKB, vectors: Any, *, keep_history: bool = True) -> int:
+    def save(
+        self, kb: SavableKB, vectors: Any, *, keep_history: bool = True, changed: KBChanges | None = None
+    ) -> int:
         self.generations_saved += 1
-        return super().save(kb, vectors, keep_history=keep_history)
+        return super().save(kb, vectors, keep_history=keep_history, changed=changed)
 
     def checkpoint(self, line: bytes, *, base: int | None, at: int) -> int:
         self.records += 1

@@ -13,11 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from gravity_core.anchor_text import entity_text, event_text, topic_text
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
-from gravity_core.files import NpyRows
+from gravity_core.files import RowReader
 from gravity_core.packed_kb import KBReader
 from gravity_core.schema import AnchorKind, KnowledgeBase
 
@@ -105,7 +106,12 @@ class KindVectors:
     digests: list[str] = field(default_factory=list)
     matrix: Matrix = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     #: The float32 rows, read from their file on demand, when ``matrix`` holds them in float16.
-    exact_rows: NpyRows | None = None
+    exact_rows: RowReader | None = None
+    #: Only for a kind read mapped from a delta generation (``AnchorStore.load_packed``), whose
+    #: rows are in two files: ``matrix`` maps the base's rows and ``tail`` holds the delta's; row
+    #: ``i`` is ``matrix[source[i]]`` when ``source[i] >= 0``, else ``tail[~source[i]]``.
+    tail: Matrix | None = None
+    source: npt.NDArray[np.intp] | None = None
 
     def row_of(self) -> dict[str, int]:
         """Anchor id -> row index."""

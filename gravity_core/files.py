@@ -20,13 +20,14 @@ import secrets
 import struct
 import weakref
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
     "NpyRows",
+    "RowReader",
     "map_npy",
     "new_temp_dir",
     "new_temp_file",
@@ -208,6 +209,15 @@ def read_npy_file(
             done += block.size
         digest.update(handle.read())
     return out, digest.hexdigest()
+
+
+class RowReader(Protocol):
+    """Rows of a 2-D matrix read on demand (:class:`NpyRows`, or rows gathered from two of them)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def read(self, rows: npt.NDArray[np.intp]) -> np.ndarray: ...
 
 
 class NpyRows:

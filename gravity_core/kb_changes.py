@@ -37,6 +37,14 @@ class KBChanges:
     def __bool__(self) -> bool:
         return self.build or any(getattr(self, part) for part in PARTS)
 
+    def union(self, other: KBChanges) -> KBChanges:
+        """What this and ``other`` name (this one's ids first)."""
+        both = KBChanges(build=self.build or other.build)
+        for part in PARTS:
+            both.note(part, getattr(self, part))
+            both.note(part, getattr(other, part))
+        return both
+
     def clear(self) -> None:
         """Forget everything noted (after a checkpoint wrote it)."""
         for part in PARTS:

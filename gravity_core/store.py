@@ -36,6 +36,7 @@ with what was on disk before intact (:mod:`gravity_core.storage_errors`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -53,8 +54,33 @@ import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
-from gravity_core.errors import AnchorStoreError
-from gravity_core.files import NpyRows, map_npy, new_temp_file, read_npy, read_npy_file, write_all, write_npy
+from gravity_core.errors import AnchorStoreError, ConfigurationError
+from gravity_core.files import (
+    NpyRows,
+    RowReader,
+    map_npy,
+    new_temp_file,
+    read_npy,
+    read_npy_file,
+    write_all,
+    write_npy,
+)
+from gravity_core.generation_delta import (
+    BASE,
+    CHANGED,
+    DELTA,
+    MAX_SHARE,
+    BaseGeneration,
+    DeltaIndex,
+    DeltaPlan,
+    GatheredRows,
+    file_sizes,
+    gather,
+    key_order,
+    merged_members,
+    plan_delta,
+    rows_after,
+)
 from gravity_core.generation_dirs import (
     WRITER_LOCK,
     check_output_folder,
@@ -69,6 +95,7 @@ from gravity_core.generation_dirs import (
     writer_lock,
 )
 from gravity_core.journal import JOURNAL, Journal, append_record, read_journal
+from gravity_core.kb_changes import PARTS, KBChanges
 from gravity_core.packed_kb import (
     INDEXED_PARTS,
     RECORD_PARTS,
@@ -94,6 +121,9 @@ _DIGEST = "blake2b-128"
 # A reader retries when a writer replaced (and pruned) its generation under it; more tries than
 # this means the KB is being rewritten faster than it can be read.
 _LOAD_TRIES = 5
+# A folder where a hard link cannot be made (another file system, one without links, too many):
+# a full generation is written instead of a delta.
+_NO_LINKS = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
 
 
 def _digest_bytes(*pieces: bytes | memoryview) -> str:
@@ -242,8 +272,18 @@ class LoadedKB(Generic[K]):
 class AnchorStore:
     """Reads and writes one KB folder."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, delta_share: float = MAX_SHARE) -> None:
+        """A store of the KB folder ``directory``.
+
+        Args:
+            delta_share: a save given what changed writes a delta generation while the delta
+                holds at most this share of its base's bytes (see :meth:`save`); ``0`` writes
+                only full generations, which share no file with each other.
+        """
+        if not 0 <= delta_share <= 1:
+            raise ConfigurationError(f"delta_share must be between 0 and 1, got {delta_share!r}")
         self.directory = Path(directory)
+        self.delta_share = delta_share
         self._manifest_path = os.path.join(self.directory, MANIFEST)  # a str: stat() per query, no Path work
         # Who holds the writer lock through this store, and how deep (a save inside a build).
         self._lock_owner: int | None = None
@@ -366,7 +406,14 @@ class AnchorStore:
         return no_manifest and bool(generations) and generations == first_saves(self.directory, FORMAT)
 
     @_os_errors("write")
-    def save(self, kb: SavableKB, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
+    def save(
+        self,
+        kb: SavableKB,
+        vectors: AnchorVectors,
+        *,
+        keep_history: bool = True,
+        changed: KBChanges | None = None,
+    ) -> int:
         """Write ``kb`` and ``vectors`` as a new generation; returns its number.
 
         ``kb`` is a :class:`~gravity_core.schema.KnowledgeBase`, or anything that gives each part's
@@ -379,6 +426,13 @@ class AnchorStore:
         crash before the deletes leaves earlier generations that nothing loads; the next save
         deletes them.
 
+        ``changed`` (a :class:`~gravity_core.schema.KnowledgeBase`'s items changed since the
+        current generation, as a build notes them) lets the save write a delta generation: only
+        those items and the vector rows whose text changed, with the rest linked from the last
+        full generation (:mod:`gravity_core.generation_delta`). A full generation is written when
+        there is no current one, the delta would be large, the folder cannot hold hard links, or
+        the KB's order is not the one a delta keeps.
+
         Raises:
             AnchorStoreError: the folder is refused by :meth:`check_output`, or its manifest is
                 unreadable (then nothing is written: :meth:`rollback` first).
@@ -386,18 +440,38 @@ class AnchorStore:
         """
         self._check_output()
         with self.writer():
-            return self._save_locked(kb, vectors, keep_history=keep_history)
+            return self._save_locked(kb, vectors, keep_history=keep_history, changed=changed)
 
-    def _save_locked(self, kb: SavableKB, vectors: AnchorVectors, *, keep_history: bool = True) -> int:
+    def _save_locked(
+        self,
+        kb: SavableKB,
+        vectors: AnchorVectors,
+        *,
+        keep_history: bool = True,
+        changed: KBChanges | None = None,
+    ) -> int:
         self._check_output()
         previous = self._read_manifest()["generation"] if self.exists() else None
+        plan = None
+        if (
+            changed is not None
+            and self.delta_share > 0
+            and keep_history
+            and previous is not None
+            and isinstance(kb, KnowledgeBase)
+        ):
+            plan = self._plan_delta(previous, kb, vectors, changed)
         generation = next_generation(self.directory)
         final = generation_folder(self.directory, generation)
         staging = stage_generation(
             self.directory, generation, FORMAT, previous, history_dropped=not keep_history
         )
         try:
-            self._write_generation(staging, kb, vectors)
+            as_delta = (
+                plan is not None and isinstance(kb, KnowledgeBase) and self._write_delta(staging, kb, plan)
+            )
+            if not as_delta:
+                self._write_generation(staging, kb, vectors)
             fsync_dir(staging)
             os.replace(staging, final)
         except BaseException:
@@ -411,10 +485,61 @@ class AnchorStore:
             journal.unlink()
             fsync_dir(self.directory)
         kept = {generation, previous} if keep_history else {generation}
+        kept |= {base for g in kept if g is not None and (base := self.base_of(g)) is not None}
         start = history_start(self.directory, FORMAT)
         remove_generations(self.directory, FORMAT, {g for g in on_disk if g not in kept or g < start})
-        logger.info("saved KB generation %d to %s", generation, self.directory)
+        logger.info(
+            "saved KB generation %d to %s%s",
+            generation,
+            self.directory,
+            f" (a delta over generation {plan.base})" if plan is not None and as_delta else "",
+        )
         return generation
+
+    def _plan_delta(
+        self, current: int, kb: KnowledgeBase, vectors: AnchorVectors, changed: KBChanges
+    ) -> DeltaPlan | None:
+        """The delta over the current generation's base (``None``: write a full generation)."""
+        folder = generation_folder(self.directory, current)
+        try:
+            delta = self._delta_index(folder)
+            earlier: dict[str, dict[str, bytes]] = {}
+            base_folder = folder
+            if delta is not None:
+                base_folder = generation_folder(self.directory, delta.base)
+                check = _Checks(self._read_checksums(folder, None))
+                for part in PARTS:
+                    raw = self._read_bytes(folder / f"{CHANGED}{part}.json", check)
+                    earlier[part] = dict(json_members(raw))
+                check.raise_first()  # a delta damaged since it was read is not carried into the next
+            if self._delta_index(base_folder) is not None:
+                return None
+            index = self._read_json(base_folder / CHECKSUMS)
+            files, counts, orders = dict(index["files"]), index.get("counts"), index.get("orders")
+            if not isinstance(counts, dict) or not isinstance(orders, dict):  # an older version's
+                return None
+            base = BaseGeneration(
+                number=delta.base if delta is not None else current,
+                files=files,
+                sizes=file_sizes(base_folder, files),
+                counts={str(k): int(v) for k, v in counts.items()},
+                orders={str(k): str(v) for k, v in orders.items()},
+                vectors=self._read_json(base_folder / "vectors.json"),
+            )
+        except (AnchorStoreError, OSError, ValueError, KeyError, TypeError) as exc:
+            logger.debug("%s: writing a full generation (%s)", self.directory, exc)
+            return None
+        return plan_delta(kb, vectors, changed, base, earlier, self.delta_share)
+
+    @_os_errors("read")
+    def base_of(self, generation: int) -> int | None:
+        """The full generation a delta generation links its unchanged files from (``None``: a full
+        generation, or one whose ``delta.json`` cannot be read)."""
+        try:
+            delta = self._delta_index(generation_folder(self.directory, generation))
+        except AnchorStoreError:
+            return None
+        return None if delta is None else delta.base
 
     @_os_errors("read")
     def load(
@@ -492,7 +617,7 @@ class AnchorStore:
                 if self._peek_generation() not in (None, current):
                     logger.debug("KB generation %d replaced while reading it, reading again", current)
                     continue
-                fallback = self._fallback_hint(current)
+                fallback = self._fallback_hint(current) or self._shared_file_hint(current, exc)
                 if fallback is None:
                     raise
                 raise AnchorStoreError(f"{_message(exc)}; {fallback}", path=exc.path) from exc
@@ -596,8 +721,11 @@ class AnchorStore:
         if generation is None:
             return True
         folder = generation_folder(self.directory, generation)
-        size = sum((folder / f"{part}.json").stat().st_size for part in _PARTS)
-        return journal_end >= size
+        if (folder / DELTA).exists():
+            names = [f"{prefix}{part}.json" for part in PARTS for prefix in (BASE, CHANGED)] + ["build.json"]
+        else:
+            names = [f"{part}.json" for part in _PARTS]
+        return journal_end >= file_sizes(folder, names)
 
     @_os_errors("read")
     def generations(self) -> list[int]:
@@ -688,6 +816,17 @@ class AnchorStore:
         manifest = self._peek_manifest()
         return None if manifest is None else int(manifest["generation"])
 
+    def _shared_file_hint(self, damaged: int, exc: AnchorStoreError) -> str | None:
+        """What to say of a damaged file that a delta generation shares with its base."""
+        base = self.base_of(damaged)
+        if base is None or exc.path is None or not Path(exc.path).name.startswith(BASE):
+            return None
+        return (
+            f"it is a link to a file of g{base:06d}, the full generation this delta generation follows, "
+            "so no earlier generation holds it intact: restore the KB folder from a backup or build it "
+            "again from the conversation"
+        )
+
     def _fallback_hint(self, damaged: int) -> str | None:
         for generation in reversed([g for g in self._generations() if g < damaged]):
             try:
@@ -717,9 +856,23 @@ class AnchorStore:
         # A file whose digest does not match is reported after parsing and validation, so that a
         # file that is not JSON, or breaks the schema, is reported with that more precise reason.
         check = _Checks(self._read_checksums(folder, checksums_digest))
+        delta = self._delta_index(folder, check)
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        changed_ids: dict[str, set[str]] = {}
         for part in _PARTS:
-            data[part] = self._read_json(folder / f"{part}.json", check)
+            if delta is None or part == "build":
+                data[part] = self._read_json(folder / f"{part}.json", check)
+                continue
+            data[part] = items = self._read_json(folder / f"{BASE}{part}.json", check)
+            changed = self._read_json(folder / f"{CHANGED}{part}.json", check)
+            for path, value in (
+                (folder / f"{BASE}{part}.json", items),
+                (folder / f"{CHANGED}{part}.json", changed),
+            ):
+                if not isinstance(value, dict):
+                    raise AnchorStoreError(f"not a JSON object of {part}", path=str(path))
+            items.update(changed)
+            changed_ids[part] = set(changed)
         replayed = journal is not None and journal.apply(data) > 0
         try:
             kb = KnowledgeBase.from_dict(data)
@@ -731,8 +884,12 @@ class AnchorStore:
                 ) from exc
             part = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
             where = folder / f"{part}.json" if part in _PARTS else folder
+            if part in changed_ids:  # a delta generation: the file the item came from
+                loc = exc.errors()[0]["loc"]
+                from_delta = len(loc) > 1 and str(loc[1]) in changed_ids[part]
+                where = folder / f"{CHANGED if from_delta else BASE}{part}.json"
             raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(where)) from exc
-        vectors = self._read_vectors(folder, check, vector_kinds, None if replayed else kb)
+        vectors = self._read_vectors(folder, check, vector_kinds, None if replayed else kb, delta=delta)
         check.raise_first()
         end = journal.end if journal is not None and replayed else 0
         return LoadedKB(kb=kb, vectors=vectors, generation=generation, journal_end=end)
@@ -751,8 +908,11 @@ class AnchorStore:
         if not folder.is_dir():
             raise AnchorStoreError("generation folder missing", path=str(folder))
         check = _Checks(self._read_checksums(folder, checksums_digest))
+        delta = self._delta_index(folder, check)
         records = {
-            part: self._read_records(folder / f"{part}.json", model, check, indexed=part in INDEXED_PARTS)
+            part: self._read_records(
+                folder, part, model, check, indexed=part in INDEXED_PARTS, delta=delta is not None
+            )
             for part, model in RECORD_PARTS.items()
         }
         build_path = folder / "build.json"
@@ -762,21 +922,57 @@ class AnchorStore:
             raise AnchorStoreError(f"invalid KB content: {_first_error(exc)}", path=str(build_path)) from exc
         kb = PackedKB(build=build, **records)
         vectors = self._read_vectors(
-            folder, check, vector_kinds, mapped=mapped_kinds, half_from=half_from, digests=digests
+            folder,
+            check,
+            vector_kinds,
+            mapped=mapped_kinds,
+            half_from=half_from,
+            digests=digests,
+            delta=delta,
         )
         check.raise_first()
         return LoadedKB(kb=kb, vectors=vectors, generation=generation)
 
     def _read_records(
-        self, path: Path, model: type[Any], check: _Checks, *, indexed: bool
+        self, folder: Path, part: str, model: type[Any], check: _Checks, *, indexed: bool, delta: bool
     ) -> PackedRecords[Any]:
-        raw = self._read_bytes(path, check)
+        if not delta:
+            path = folder / f"{part}.json"
+            raw = self._read_bytes(path, check)
+            try:
+                return PackedRecords(model, json_members(raw), indexed=indexed)
+            except InvalidRecord as exc:
+                raise AnchorStoreError(f"invalid KB content: {part}.{exc}", path=str(path)) from exc
+            except ValueError as exc:  # not JSON, not an object, not UTF-8
+                raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
+        base_path, changed_path = folder / f"{BASE}{part}.json", folder / f"{CHANGED}{part}.json"
+        base_raw, changed_raw = self._read_bytes(base_path, check), self._read_bytes(changed_path, check)
+        try:  # the delta's members are read first, so that JSON errors name the file at fault
+            changed = list(json_members(changed_raw))
+        except ValueError as exc:
+            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(changed_path)) from exc
+        changed_ids = {key for key, _ in changed}
         try:
-            return PackedRecords(model, json_members(raw), indexed=indexed)
+            return PackedRecords(model, merged_members(json_members(base_raw), changed), indexed=indexed)
         except InvalidRecord as exc:
-            raise AnchorStoreError(f"invalid KB content: {path.stem}.{exc}", path=str(path)) from exc
-        except ValueError as exc:  # not JSON, not an object, not UTF-8
-            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(path)) from exc
+            path = changed_path if exc.key in changed_ids else base_path
+            raise AnchorStoreError(f"invalid KB content: {part}.{exc}", path=str(path)) from exc
+        except ValueError as exc:
+            raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(base_path)) from exc
+
+    def _delta_index(self, folder: Path, check: _Checks | None = None) -> DeltaIndex | None:
+        """``delta.json`` of a delta generation (``None``: a full one).
+
+        A folder whose checksums list the file is a delta generation even when the file is gone.
+        """
+        path = folder / DELTA
+        listed = check is not None and check.digests is not None and DELTA in check.digests
+        if not listed and not path.exists():
+            return None
+        try:
+            return DeltaIndex.parse(self._read_json(path, check))
+        except ValueError as exc:
+            raise AnchorStoreError(f"invalid delta index: {exc}", path=str(path)) from exc
 
     def _read_checksums(self, folder: Path, digest: str | None) -> dict[str, str] | None:
         path = folder / CHECKSUMS
@@ -832,17 +1028,37 @@ class AnchorStore:
             kv = vectors.get(kind)
             index["kinds"][kind] = {"ids": kv.ids, "digests": kv.digests}
             npy = folder / f"vectors-{kind}.npy"
-            fd = os.open(npy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            try:
-                written = write_npy(fd, np.asarray(kv.matrix, dtype=np.float32), npy)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            digests[npy.name] = _digest_bytes(*written)
+            digests[npy.name] = _write_npy_file(npy, kv.matrix)
         digests["vectors.json"] = write_json_atomic(folder / "vectors.json", index)
-        # Not listed: the ownership marker, which is not KB content (a damaged one only makes the store
-        # leave the folder be).
-        write_json_atomic(folder / CHECKSUMS, {"algorithm": _DIGEST, "files": dict(sorted(digests.items()))})
+        _write_checksums(folder, digests, kb)
+
+    def _write_delta(self, folder: Path, kb: KnowledgeBase, plan: DeltaPlan) -> bool:
+        """Write ``plan`` into ``folder``; ``False`` (and nothing left there) when hard links fail."""
+        base = generation_folder(self.directory, plan.base)
+        digests: dict[str, str] = {}
+        try:
+            for name, digest in plan.linked.items():
+                os.link(base / name, folder / f"{BASE}{name}")
+                digests[f"{BASE}{name}"] = digest
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            logger.info(
+                "%s: no hard links here (%s); writing a full generation", self.directory, exc.strerror
+            )
+            for name in digests:
+                (folder / name).unlink()
+            return False
+        for part, body in plan.records.items():
+            digests[f"{CHANGED}{part}.json"] = write_bytes_atomic(folder / f"{CHANGED}{part}.json", body)
+        for kind, rows in plan.rows.items():
+            digests[f"{CHANGED}vectors-{kind}.npy"] = _write_npy_file(
+                folder / f"{CHANGED}vectors-{kind}.npy", rows
+            )
+        digests["build.json"] = write_bytes_atomic(folder / "build.json", kb.part_json("build"))
+        digests[DELTA] = write_json_atomic(folder / DELTA, plan.index.to_json())
+        _write_checksums(folder, digests, kb)
+        return True
 
     def _read_vectors(
         self,
@@ -854,52 +1070,97 @@ class AnchorStore:
         mapped: Collection[str] = (),
         half_from: int | None = None,
         digests: bool = True,
+        delta: DeltaIndex | None = None,
     ) -> AnchorVectors:
-        """The vectors of ``kinds`` (all by default).
+        """The vectors of ``kinds`` (all by default); of a delta generation, its base's with its rows.
 
         ``mapped`` kinds are mapped from their file, without digests (only a build compares them;
-        ``digests=False`` leaves them out of every kind);
-        kinds of ``half_from`` rows or more are read as float16, their float32 rows left in the
-        file for exact scores (``KindVectors.exact_rows``).
+        ``digests=False`` leaves them out of every kind); a delta generation's rows of such a kind
+        are read into ``KindVectors.tail``. Kinds of ``half_from`` rows or more are read as
+        float16, their float32 rows left in the file for exact scores (``KindVectors.exact_rows``).
         """
-        index = self._read_json(folder / "vectors.json", check)
+        prefix = BASE if delta is not None else ""
+        index_path = folder / f"{prefix}vectors.json"
+        index = self._read_json(index_path, check)
         try:
             vectors = AnchorVectors(embedder=str(index["embedder"]), dim=int(index["dim"]))
             for kind in VECTOR_KINDS:
                 if kinds is not None and kind not in kinds:
                     continue
+                change = delta.kinds.get(kind) if delta is not None else None
                 entry = index["kinds"].get(kind)
-                if entry is None:  # a KB from an older version; the next build adds this kind
+                if (
+                    entry is None and change is None
+                ):  # a KB from an older version; the next build adds this kind
                     continue
-                path = folder / f"vectors-{kind}.npy"
-                exact: NpyRows | None = None
-                try:
-                    if kind in mapped:
-                        matrix = self._map_npy(path, check)
-                    elif half_from is not None and len(entry["ids"]) >= half_from:
-                        matrix, digest = read_npy_file(path, np.float16)
-                        if check is not None:
-                            check.verify_digest(path, digest)
-                        exact = NpyRows(path)
-                    else:
-                        matrix = read_npy(self._read_bytes(path, check))
-                except (OSError, ValueError, EOFError) as exc:
-                    raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
-                if matrix.shape[0] != len(entry["ids"]):
-                    raise _row_mismatch(folder, kind, matrix.shape[0], len(entry["ids"]), check, kb)
+                ids = list(entry["ids"]) if entry is not None else []
+                row_digests = list(entry["digests"]) if entry is not None else []
+                source = None
+                if change is not None:
+                    final_ids, final_digests, source = rows_after(ids, row_digests, change)
+                else:
+                    final_ids, final_digests = ids, row_digests
+                keep_digests = digests and kind not in mapped
+                mode = "read"
+                if kind in mapped:
+                    mode = "mapped"
+                elif half_from is not None and len(final_ids) >= half_from:
+                    mode = "half"
+                path = folder / f"{prefix}vectors-{kind}.npy"
+                if entry is None:
+                    matrix: np.ndarray = np.zeros((0, vectors.dim), dtype=np.float32)
+                else:
+                    matrix = self._read_matrix(path, check, mode)
+                if matrix.shape[0] != len(ids):
+                    counted = kb if delta is None else None  # a base's rows are not the KB's count
+                    raise _row_mismatch(folder, kind, matrix.shape[0], len(ids), check, counted, prefix)
+                exact: RowReader | None = NpyRows(path) if mode == "half" and entry is not None else None
+                if matrix.dtype != np.float16:
+                    matrix = matrix.astype(np.float32, copy=False)
+                if change is None or source is None:
+                    vectors.kinds[kind] = KindVectors(
+                        exact_rows=exact, ids=ids, digests=row_digests if keep_digests else [], matrix=matrix
+                    )
+                    continue
+                tail_path = folder / f"{CHANGED}vectors-{kind}.npy"
+                tail = self._read_matrix(tail_path, check, "read").astype(np.float32, copy=False)
+                if tail.shape[0] != len(change.ids):
+                    raise AnchorStoreError(
+                        f"{tail.shape[0]} rows where {DELTA} lists {len(change.ids)} {kind} rows",
+                        path=str(tail_path),
+                    )
+                if mode == "mapped":
+                    vectors.kinds[kind] = KindVectors(ids=final_ids, matrix=matrix, tail=tail, source=source)
+                    continue
+                if exact is not None:
+                    exact = GatheredRows(exact, NpyRows(tail_path), source)
                 vectors.kinds[kind] = KindVectors(
                     exact_rows=exact,
-                    ids=list(entry["ids"]),
-                    digests=list(entry["digests"]) if digests and kind not in mapped else [],
-                    matrix=matrix if matrix.dtype == np.float16 else matrix.astype(np.float32, copy=False),
+                    ids=final_ids,
+                    digests=final_digests if keep_digests else [],
+                    matrix=gather(matrix, tail, source, matrix.dtype),
                 )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, AnchorStoreError):
                 raise
-            raise AnchorStoreError(
-                f"invalid vector index: {exc!r}", path=str(folder / "vectors.json")
-            ) from exc
+            raise AnchorStoreError(f"invalid vector index: {exc!r}", path=str(index_path)) from exc
         return vectors
+
+    def _read_matrix(self, path: Path, check: _Checks | None, mode: str) -> np.ndarray:
+        """A vector file: ``mapped``, read as float16 (``half``), or ``read`` whole."""
+        try:
+            if mode == "mapped":
+                return self._map_npy(path, check)
+            if mode == "half":
+                matrix, digest = read_npy_file(path, np.float16)
+                if check is not None:
+                    check.verify_digest(path, digest)
+                return matrix
+            return read_npy(self._read_bytes(path, check))
+        except (OSError, ValueError, EOFError) as exc:
+            if isinstance(exc, AnchorStoreError):
+                raise
+            raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
 
     @staticmethod
     def _map_npy(path: Path, check: _Checks | None) -> np.ndarray:
@@ -935,15 +1196,45 @@ class AnchorStore:
         return owned_generations(self.directory, FORMAT)
 
 
+def _write_npy_file(path: Path, matrix: Any) -> str:
+    """Write a float32 ``.npy`` file (a new one); returns its digest."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        written = write_npy(fd, np.asarray(matrix, dtype=np.float32), path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return _digest_bytes(*written)
+
+
+def _write_checksums(folder: Path, digests: dict[str, str], kb: SavableKB) -> None:
+    """The generation's checksum list, and each part's count and ids in order (what a delta over it checks).
+
+    Not listed: the ownership marker, which is not KB content (a damaged one only makes the
+    store leave the folder be).
+    """
+    index: dict[str, Any] = {"algorithm": _DIGEST, "files": dict(sorted(digests.items()))}
+    index["counts"] = {part: len(getattr(kb, part)) for part in PARTS}
+    if isinstance(kb, KnowledgeBase):  # a part streamed as JSON has no ids to hand (no delta follows it)
+        index["orders"] = {part: key_order(getattr(kb, part)) for part in PARTS}
+    write_json_atomic(folder / CHECKSUMS, index)
+
+
 def _row_mismatch(
-    folder: Path, kind: str, rows: int, ids: int, check: _Checks | None, kb: KnowledgeBase | None
+    folder: Path,
+    kind: str,
+    rows: int,
+    ids: int,
+    check: _Checks | None,
+    kb: KnowledgeBase | None,
+    prefix: str = "",
 ) -> AnchorStoreError:
     """The error for a vector file and ``vectors.json`` that disagree, naming the file at fault.
 
     A file whose digest does not match is at fault; without digests (or both matching), the one
     that disagrees with the KB's count of that kind of anchor; when neither tells, both are named.
     """
-    index, matrix = folder / "vectors.json", folder / f"vectors-{kind}.npy"
+    index, matrix = folder / f"{prefix}vectors.json", folder / f"{prefix}vectors-{kind}.npy"
     failed = check.failure_of(index, matrix) if check is not None else None
     if failed is not None:
         return failed

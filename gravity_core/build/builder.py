@@ -156,6 +156,9 @@ class AnchorBuilder:
         self._generation: int | None = None
         self._journal_end = 0  # where this builder's last checkpoint ends in the store's journal
         self._changes = KBChanges()  # what changed since the last checkpoint
+        # What changed since the current generation, journaled or not (what a delta save writes);
+        # None when unknown (a journal of another build was replayed).
+        self._since_generation: KBChanges | None = KBChanges()
         self._journal = JournalEncoder()
         self.kb, self.vectors = KnowledgeBase(), AnchorVectors(embedder=embedder.name, dim=embedder.dim)
         self._index = MergeIndex(self.kb)
@@ -179,6 +182,7 @@ class AnchorBuilder:
         self.kb, self.vectors, self._generation = loaded.kb, loaded.vectors, loaded.generation
         self._journal_end = loaded.journal_end
         self._changes = KBChanges()
+        self._since_generation = KBChanges() if loaded.journal_end == 0 else None
         self._journal = JournalEncoder()
         self._index = MergeIndex(self.kb)
 
@@ -320,6 +324,7 @@ class AnchorBuilder:
             self._journal_end = 0
             self._journal.rebase(self.kb, self._changes)
             self._changes.clear()
+            self._since_generation = KBChanges()
         logger.info(
             "forgot %d utterances (%d remain); anchors %s -> %s",
             len(ids),
@@ -392,10 +397,18 @@ class AnchorBuilder:
         if report is not None:
             report.embedded += embedded
         if self.store is not None:
-            self._generation = self.store.save(self.kb, self.vectors)
+            changed = self._changed_since_generation()
+            self._generation = self.store.save(self.kb, self.vectors, changed=changed)
             self._journal_end = 0
             self._journal.rebase(self.kb, self._changes)
             self._changes.clear()
+            self._since_generation = KBChanges()
+
+    def _changed_since_generation(self) -> KBChanges | None:
+        """What changed since the current generation: the journaled checkpoints' and the rest."""
+        if self._since_generation is None:
+            return None
+        return self._since_generation.union(self._changes)
 
     def _checkpoint(self, report: BuildReport) -> None:
         """Journal what changed since the last checkpoint, or save a generation once the journal is large.
@@ -419,6 +432,8 @@ class AnchorBuilder:
         )
         self._journal_end = self.store.checkpoint(line, base=self._generation, at=self._journal_end)
         written()
+        if self._since_generation is not None:
+            self._since_generation = self._since_generation.union(self._changes)
         self._changes.clear()
 
     def _refresh(self, donor: AnchorVectors | None = None) -> int:

@@ -29,12 +29,14 @@ class StoredExpansions:
     Attributes:
         matrix: the vectors, one row per stored query (may be a read-only file mapping).
         digests: digests of the queries' keys (``expansion_key``), sorted.
-        rows: ``rows[i]`` is the row of ``matrix`` of ``digests[i]``.
+        rows: ``rows[i]`` is the row of ``matrix`` of ``digests[i]``; or, with a ``tail`` (the
+            rows of a delta generation, ``KindVectors.tail``), ``tail[~rows[i]]`` when negative.
     """
 
     matrix: Matrix
     digests: npt.NDArray[np.uint64]
     rows: npt.NDArray[np.intp]
+    tail: Matrix | None = None
 
     @classmethod
     def of(cls, vectors: KindVectors | None) -> StoredExpansions:
@@ -42,14 +44,17 @@ class StoredExpansions:
         ids = vectors.ids if vectors is not None else []
         digests = np.fromiter((_digest(key) for key in ids), dtype=np.uint64, count=len(ids))
         order = np.argsort(digests, kind="stable").astype(np.intp)
-        matrix = vectors.matrix if vectors is not None else np.zeros((0, 0), dtype=np.float32)
-        return cls(matrix=matrix, digests=digests[order], rows=order)
+        if vectors is None:
+            return cls(matrix=np.zeros((0, 0), dtype=np.float32), digests=digests, rows=order)
+        rows = order if vectors.source is None else vectors.source[order]
+        return cls(matrix=vectors.matrix, digests=digests[order], rows=rows, tail=vectors.tail)
 
     def vector(self, query: str) -> Matrix | None:
         """The stored vector of an expanded query, or ``None`` when the build did not embed it."""
         wanted = np.uint64(_digest(expansion_key(query)))
         i = int(np.searchsorted(self.digests, wanted))
         if i < len(self.digests) and self.digests[i] == wanted:
-            row: Matrix = self.matrix[int(self.rows[i])]
+            where = int(self.rows[i])
+            row: Matrix = self.matrix[where] if where >= 0 or self.tail is None else self.tail[~where]
             return row
         return None

@@ -104,6 +104,7 @@ class KillSwitch:
             (os, "unlink"),
             (shutil, "rmtree"),
             (os, "mkdir"),  # the staging folder of a save (gravity_core.files.new_temp_dir)
+            (os, "link"),  # a delta generation's links to its base's files
         ):
             passthrough(module, name)
 

@@ -313,9 +313,9 @@ def test_generations_are_saved_geometrically_and_records_stay_the_size_of_their_
     lines: list[int] = []
     real_save, real_checkpoint = AnchorStore.save, AnchorStore.checkpoint
 
-    def save(store: AnchorStore, kb: KnowledgeBase, vectors: Any) -> int:
+    def save(store: AnchorStore, kb: KnowledgeBase, vectors: Any, **kwargs: Any) -> int:
         saves.append(len(kb.utterances))
-        return real_save(store, kb, vectors)
+        return real_save(store, kb, vectors, **kwargs)
 
     def checkpoint(store: AnchorStore, line: bytes, **kwargs: Any) -> int:
         lines.append(len(line))

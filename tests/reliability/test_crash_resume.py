@@ -147,7 +147,12 @@ def check_final(folder: Path, ref: Reference) -> None:
     assert vectors_by_id(folder) == ref.vectors
     leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != WRITER_LOCK]
     assert not leftovers, leftovers
-    assert 1 <= len(AnchorStore(folder).generations()) <= 2
+    # The current generation and the one before it, and the full generation a delta among them follows.
+    store = AnchorStore(folder)
+    kept = store.generations()
+    bases = {base for g in kept if (base := store.base_of(g)) is not None}
+    assert 1 <= len(kept) <= 2 + len(bases) and bases <= set(kept)
+    assert store.current_generation() == kept[-1]
     assert (folder / MANIFEST).is_file()
 
 

@@ -95,6 +95,53 @@ def test_every_file_and_damage_is_reported_by_name_and_the_previous_generation_r
     assert cases == len(files) * len(CORRUPTIONS)
 
 
+def delta_over_first(folder: Path) -> KnowledgeBase:
+    """Generation 1 (sessions 1-2) and generation 2, a delta over it (session 3); returns the first KB."""
+    store = AnchorStore(folder, delta_share=1.0)
+    first = AnchorBuilder(
+        LLMExtractor(FakeChatModel(good_answer), fused=True), EMBEDDER, batch_size=4, store=store
+    )
+    first.add(conversation(sessions=2))
+    AnchorBuilder(
+        LLMExtractor(FakeChatModel(good_answer), fused=True), EMBEDDER, batch_size=4, store=store
+    ).add(conversation(sessions=3))
+    assert store.base_of(2) == 1
+    return first.kb
+
+
+def test_every_file_of_a_delta_generation_and_damage_is_reported_by_name(tmp_path: Path) -> None:
+    """Its own files: the generation before restores. Its base's: that generation is damaged too.
+
+    Folders are copied with ``cp -a``, which keeps hard links, so a damaged base file is damaged
+    in every generation that links it, as on the user's disk.
+    """
+    first = delta_over_first(tmp_path / "pristine")
+    names = sorted(p.name for p in (tmp_path / "pristine" / "g000002").iterdir() if p.name != MARKER)
+    assert {"delta.json", "delta-events.json", "base-events.json", "base-vectors-event.npy"} <= set(names)
+    cases = 0
+    for name in names:
+        for damage, corrupt in CORRUPTIONS.items():
+            folder = tmp_path / f"{name}-{damage}"
+            subprocess.run(["cp", "-a", str(tmp_path / "pristine"), str(folder)], check=True)
+            corrupt(folder / "g000002" / name)
+            store = AnchorStore(folder)
+            with pytest.raises(AnchorStoreError) as info:
+                store.load()
+            message = str(info.value)
+            assert name in message, (name, damage, message)
+            shared = name.startswith("base-") and damage != "deleted"  # deleting a link leaves the base's
+            if shared:
+                assert "is intact" not in message and "a link to a file of g000001" in message, message
+                with pytest.raises(AnchorStoreError, match=name.removeprefix("base-")):
+                    store.load(generation=1)
+            else:
+                assert "g000001 is intact" in message and "--rollback" in message, message
+                assert store.rollback() == 1
+                assert comparable(store.load().kb) == comparable(first)
+            cases += 1
+    assert cases == len(names) * len(CORRUPTIONS)
+
+
 @pytest.mark.parametrize("damage", sorted(CORRUPTIONS))
 def test_a_damaged_manifest_is_named_and_the_newest_good_generation_restores(
     tmp_path: Path, damage: str

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
-from gravity_core.files import NpyRows
+from gravity_core.files import RowReader
 from gravity_core.query.index.base import query_vector
 from gravity_core.query.index.ivf import IVFSearch, IVFSettings
 from gravity_core.schema import AnchorKind
@@ -53,7 +53,7 @@ class _KindIndex:
     # id_rank[i] is the position of ids[i] in sorted id order: ties are broken by integer compare.
     id_rank: npt.NDArray[np.intp]
     ivf: IVFSearch | None = None
-    exact: NpyRows | None = None  # float32 rows, when ``matrix`` holds float16
+    exact: RowReader | None = None  # float32 rows, when ``matrix`` holds float16
 
     @classmethod
     def build(
