@@ -7,6 +7,9 @@ Layout of a KB folder::
         utterances.json  entities.json  events.json  topics.json  summaries.json  build.json
         vectors.json             ids and text digests of each kind's rows
         vectors-entity.npy  vectors-event.npy  vectors-topic.npy  vectors-summary.npy
+    g000008/                 a delta generation over g000007: what an add changed (delta-*.json,
+                             delta-vectors-*.npy, delta.json), the rest hard links to g000007's
+                             files (base-*), see gravity_core.generation_delta
     journal.jsonl            checkpoints of a build since the current generation (gravity_core.journal)
     cache/                   model response cache (LLM extractors)
 
@@ -19,7 +22,8 @@ journal (:meth:`AnchorStore.checkpoint`), which a resumed build replays (:meth:`
 and the next save removes; readers see whole generations only. The previous generation is kept:
 readers that read its manifest can finish (a reader whose generation is pruned under it reads the
 new manifest and starts again), and a damaged current generation can be rolled back to it
-(:meth:`AnchorStore.rollback`).
+(:meth:`AnchorStore.rollback`); so is the full generation that a kept delta generation links its
+files from.
 
 The store deletes only generation folders it can prove it wrote (exact name and marker file, see
 :mod:`gravity_core.generation_dirs`), and only after a manifest naming them is written. It refuses
