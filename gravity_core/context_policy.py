@@ -191,9 +191,7 @@ class ContextPolicy:
         if top_n is not None and top_n < 1:
             raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
         searched: list[Sequence[T]] = []
-        if self.every == 0:
-            pass
-        elif self.depth == 1 and top_n is not None:
+        if self.every > 0 and self.depth == 1 and top_n is not None:
             own = _unique(question_hits, key)
             firsts: list[list[Hashable]] = []
             while (
@@ -201,7 +199,7 @@ class ContextPolicy:
             ):
                 searched.append(search(len(searched)))
                 firsts.append(_unique(searched[-1], key)[:1])
-        else:
+        elif self.every > 0:
             searched = [search(n) for n in range(len(expansions))]
         merged = self.merge(question, question_hits, expansions[: len(searched)], searched, key, top_n=top_n)
         return merged, len(searched)

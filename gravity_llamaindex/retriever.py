@@ -497,7 +497,7 @@ class GravityFusionRetriever(BaseRetriever):
         level = logging.INFO if self._verbose else logging.DEBUG
         user = user_id_of(bundle)
         whose = f" of user {user}" if user is not None else ""
-        logger.log(level, "%d searches for %r%s: %s", len(queries), bundle.query_str, whose, queries)
+        logger.log(level, "%d queries for %r%s: %s", len(queries), bundle.query_str, whose, queries)
 
     # -- retrieval ----------------------------------------------------------------------------
 
@@ -513,9 +513,10 @@ class GravityFusionRetriever(BaseRetriever):
             return results[-1]
 
         # The expansions in order, only while the merge can still place their hits.
-        merged, _ = self._policy.merge_searching(
+        merged, searched = self._policy.merge_searching(
             queries[0], results[0], queries[1:], search, _node_id, top_n=self._similarity_top_k
         )
+        logger.debug("searched %d of %d expanded queries", searched, len(queries) - 1)
         return [_explained(hit, _host_score(hit, results)) for hit in merged]
 
     @dispatcher.span

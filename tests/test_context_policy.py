@@ -131,7 +131,9 @@ def test_expansions_are_searched_in_order_only_while_the_merge_can_place_their_h
     merged, asked = searching(policy, question, expansions, top_n=4)
     assert [h.item for h in merged] == ["q1", "q2", "e1", "e3"] == merged_ids(policy, question, expansions, 4)
     assert asked == [0, 1, 2]
-    # Within the lead nothing is searched; without top_n, or with depth 2, everything is.
+    # Within the lead, or when expansions get no place (every 0), nothing is searched; without top_n,
+    # or with depth 2, everything is.
+    assert searching(ContextPolicy(every=0), question, expansions, top_n=None)[1] == []
     assert searching(policy, question, expansions, top_n=2)[1] == []
     assert searching(policy, question, expansions, top_n=None)[1] == [0, 1, 2, 3, 4]
     assert searching(ContextPolicy(lead=2, every=1, depth=2), question, expansions, top_n=4)[1] == [
