@@ -332,10 +332,13 @@ def _top(
     positions: IntArray, scores: FloatArray, ties: FloatArray, limit: int, ids: tuple[str, ...]
 ) -> dict[str, float]:
     """The ``limit`` best positive scores as ``{id: score}``, best first."""
-    keep = scores > 0
-    positions, scores = positions[keep], scores[keep]
     if limit <= 0 or positions.size == 0:
         return {}
+    keep = scores > 0
+    if not keep.all():  # keyword coverage is positive wherever a word matched: usually all are
+        positions, scores = positions[keep], scores[keep]
+        if positions.size == 0:
+            return {}
     keys = scores + ties[positions]
     if positions.size > limit:
         part = _largest(keys, limit)
