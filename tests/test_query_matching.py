@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gravity_core.extract.offline.keywords import content_tokens
+from gravity_core.query import lexicon as lexicon_module
 from gravity_core.query.lexicon import AnchorLexicon, Stemmer, stem
 from gravity_core.schema import (
     ArcSnapshot,
@@ -371,3 +373,19 @@ def test_participant_only_events_prefer_the_latest() -> None:
         kb.events[event.id] = event
     found = AnchorLexicon.from_kb(kb).events("What has Caroline been up to?", 2)
     assert list(found) == ["late3", "late2"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_largest_scores_are_found_above_a_sampled_threshold_or_by_a_full_partial_sort(seed: int) -> None:
+    """_largest gives the same indices as a partial sort of every key, whatever the keys' spread."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(lexicon_module._SAMPLED_MIN, 120_000))
+    levels = [rng.random(4), rng.random(300), rng.random(n)][seed % 3]
+    scores = rng.choice(levels, n)
+    if seed % 4 == 3:  # the best scores all at the end, where a strided sample sees few of them
+        scores = np.sort(scores)
+    keys = scores + lexicon_module._ties(n)  # distinct, as scores plus tie offsets always are
+    for limit in (1, 7, 50, 400, 5_000):
+        found = lexicon_module._largest(keys, limit)
+        assert found.size == limit
+        assert set(found.tolist()) == set(np.argpartition(-keys, limit - 1)[:limit].tolist())

@@ -84,6 +84,9 @@ _FUZZY_CANDIDATES = 20  # difflib runs on the names sharing the most letter pair
 _FUZZY_CACHE_SIZE = 4096
 _PARSE_CACHE_SIZE = 64
 _TIE_EPS = 1e-6
+#: From this many scores on, :func:`_largest` partially sorts only those above a sampled threshold.
+_SAMPLED_MIN = 8192
+_SAMPLE_SIZE = 1024
 _SHORT_SPAN = 31  # days; see _Timeline
 
 # Words of questions that say what is asked, not what it is about.
@@ -329,16 +332,38 @@ def _top(
     positions: IntArray, scores: FloatArray, ties: FloatArray, limit: int, ids: tuple[str, ...]
 ) -> dict[str, float]:
     """The ``limit`` best positive scores as ``{id: score}``, best first."""
-    keep = scores > 0
-    positions, scores = positions[keep], scores[keep]
     if limit <= 0 or positions.size == 0:
         return {}
+    keep = scores > 0
+    if not keep.all():  # keyword coverage is positive wherever a word matched: usually all are
+        positions, scores = positions[keep], scores[keep]
+        if positions.size == 0:
+            return {}
     keys = scores + ties[positions]
     if positions.size > limit:
-        part = np.argpartition(-keys, limit - 1)[:limit]
+        part = _largest(keys, limit)
         positions, scores, keys = positions[part], scores[part], keys[part]
     order = np.argsort(-keys, kind="stable")
     return {ids[int(positions[i])]: min(1.0, float(scores[i])) for i in order}
+
+
+def _largest(keys: FloatArray, limit: int) -> IntArray:
+    """Indices of the ``limit`` largest ``keys``, in no order (``0 < limit < keys.size``).
+
+    A partial sort of all keys took 1.2 ms at 92k (a question's matched events at 1M anchors).
+    From :data:`_SAMPLED_MIN` keys on, a strided sample gives a threshold that about four times
+    ``limit`` keys reach; only those are partially sorted. When fewer than ``limit`` reach it,
+    all keys are. Either way the result is the ``limit`` largest.
+    """
+    n = keys.size
+    if n >= _SAMPLED_MIN:
+        sample = keys[:: n // _SAMPLE_SIZE]
+        from_top = min(sample.size, math.ceil(4 * limit * sample.size / n))
+        threshold = np.partition(sample, sample.size - from_top)[sample.size - from_top]
+        reaching = np.flatnonzero(keys >= threshold)
+        if reaching.size >= limit:
+            return reaching[np.argpartition(-keys[reaching], limit - 1)[:limit]]
+    return np.argpartition(-keys, limit - 1)[:limit]
 
 
 class AnchorLexicon:
