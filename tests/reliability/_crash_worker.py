@@ -5,7 +5,8 @@
 
 The fork server imports everything once, then for each JSON request on stdin (``folder``,
 ``checkpoint``, ``kill``, ``torn``, ``kill_after``, ``journal_only``, ``forget``: a session to
-forget from the KB in ``folder`` instead of building) forks a child that runs one
+forget from the KB in ``folder`` instead of building; ``sessions``: build only the first ones;
+``delta_share``: the store's) forks a child that runs one
 build with its stdout and stderr in files, waits for it (SIGKILLing it after ``kill_after``
 seconds if given) and answers one JSON line: ``code`` (negative: killed by that signal), ``out``,
 ``err``, ``seconds``.
@@ -145,14 +146,22 @@ def fake_answer(switch: KillSwitch, phase: dict[str, str]) -> Callable[[Sequence
     return answer
 
 
-def build(folder: str, checkpoint: int, kill: str, torn: bool, journal_only: bool = False) -> None:
+def build(
+    folder: str,
+    checkpoint: int,
+    kill: str,
+    torn: bool,
+    journal_only: bool = False,
+    sessions: int = SESSIONS,
+    delta_share: float | None = None,
+) -> None:
     """One build, killed as planned; prints the event counts if it completes."""
     if journal_only:
         AnchorStore.journal_outgrows_generation = lambda self, end: False  # type: ignore[method-assign]
     switch = KillSwitch(kill, torn)
     switch.install()
     phase = {"name": "add"}
-    store = AnchorStore(folder)
+    store = AnchorStore(folder) if delta_share is None else AnchorStore(folder, delta_share=delta_share)
     model = FakeChatModel(fake_answer(switch, phase), model_name="fake-per-prompt")
     builder = AnchorBuilder(
         LLMExtractor(model, fused=True, cache=ResponseCache(store.cache_dir)),
@@ -161,7 +170,7 @@ def build(folder: str, checkpoint: int, kill: str, torn: bool, journal_only: boo
         store=store,
         checkpoint_every=checkpoint,
     )
-    builder.add(conversation(sessions=SESSIONS, turns=TURNS))
+    builder.add(conversation(sessions=sessions, turns=TURNS))
     phase["name"] = "retry"
     builder.retry_failed()
     sys.stdout.write(json.dumps({"counts": dict(switch.counts), "ops": dict(switch.ops)}) + "\n")
@@ -200,7 +209,13 @@ def _run_child(request: dict[str, Any], out_path: str, err_path: str) -> int:
                 forget(request["folder"], kill, torn, request["forget"])
             else:
                 build(
-                    request["folder"], request["checkpoint"], kill, torn, request.get("journal_only", False)
+                    request["folder"],
+                    request["checkpoint"],
+                    kill,
+                    torn,
+                    request.get("journal_only", False),
+                    request.get("sessions") or SESSIONS,
+                    request.get("delta_share"),
                 )
         except BaseException:
             import traceback

@@ -62,6 +62,8 @@ class Worker:
         kill_after: float | None = None,
         journal_only: bool = False,
         forget: str | None = None,
+        sessions: int | None = None,
+        delta_share: float | None = None,
     ) -> tuple[int, str, str, float]:
         """One build (or a forget of session ``forget``): its exit code (``-9`` when SIGKILLed),
         stdout, stderr and duration."""
@@ -73,6 +75,8 @@ class Worker:
             "torn": torn,
             "journal_only": journal_only,
             "forget": forget,
+            "sessions": sessions,
+            "delta_share": delta_share,
         }
         if kill_after is not None:
             request["kill_after"] = kill_after
