@@ -250,7 +250,7 @@ def test_a_forget_writes_a_full_generation_and_deletes_the_bases(
     builder.add(turns)
     assert _delta_base(tmp_path, 2) == 1
 
-    builder.forget(ForgetRequest(sessions=["session_6"]))
+    builder.forget(ForgetRequest(sessions=("session_6",)))
     assert sorted(p.name for p in tmp_path.glob("g*")) == ["g000003"]
     assert _delta_base(tmp_path, 3) is None
     _assert_same_as_built(tmp_path, builder)
