@@ -57,6 +57,15 @@ def _delta_base(folder: Path, generation: int) -> int | None:
     return int(json.loads(path.read_text())["base"]) if path.exists() else None
 
 
+def _five_then_six(folder: Path, turns: list[Utterance]) -> AnchorBuilder:
+    """Sessions 1-5 built (generation 1), then all six added by another builder (generation 2, a delta)."""
+    _builder(folder).add(_sessions(turns, 1, 2, 3, 4, 5))
+    builder = _builder(folder)
+    builder.add(turns)
+    assert _delta_base(folder, 2) == 1
+    return builder
+
+
 def _assert_same_as_built(folder: Path, builder: AnchorBuilder) -> None:
     """What the store reads back is what the builder holds: items, their order, every vector row."""
     loaded = AnchorStore(folder).load()
@@ -79,11 +88,7 @@ def _assert_same_as_built(folder: Path, builder: AnchorBuilder) -> None:
 def test_an_add_writes_a_delta_that_links_its_base_and_reads_back_whole(
     tmp_path: Path, turns: list[Utterance]
 ) -> None:
-    _builder(tmp_path).add(_sessions(turns, 1, 2, 3, 4, 5))
-    builder = _builder(tmp_path)
-    builder.add(turns)
-
-    assert _delta_base(tmp_path, 2) == 1
+    builder = _five_then_six(tmp_path, turns)
     base, delta = tmp_path / "g000001", tmp_path / "g000002"
     for name in ("events.json", "utterances.json", "vectors-event.npy", "vectors.json"):
         assert os.stat(delta / f"base-{name}").st_ino == os.stat(base / name).st_ino  # linked, not copied
@@ -177,8 +182,7 @@ def test_rollback_from_a_damaged_delta_goes_back_to_the_generation_before(
 def test_a_damaged_file_of_a_delta_is_named_whether_it_is_its_own_or_its_bases(
     tmp_path: Path, turns: list[Utterance]
 ) -> None:
-    _builder(tmp_path).add(_sessions(turns, 1, 2, 3, 4, 5))
-    _builder(tmp_path).add(turns)
+    _five_then_six(tmp_path, turns)
     store, folder = AnchorStore(tmp_path), tmp_path / "g000002"
 
     changed = json.loads((folder / "delta-events.json").read_text())
@@ -245,11 +249,7 @@ def _stop_after(turns_done: int):  # type: ignore[no-untyped-def]
 def test_a_forget_writes_a_full_generation_and_deletes_the_bases(
     tmp_path: Path, turns: list[Utterance]
 ) -> None:
-    _builder(tmp_path).add(_sessions(turns, 1, 2, 3, 4, 5))
-    builder = _builder(tmp_path)
-    builder.add(turns)
-    assert _delta_base(tmp_path, 2) == 1
-
+    builder = _five_then_six(tmp_path, turns)
     builder.forget(ForgetRequest(sessions=("session_6",)))
     assert sorted(p.name for p in tmp_path.glob("g*")) == ["g000003"]
     assert _delta_base(tmp_path, 3) is None

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,24 @@ CORRUPTIONS: dict[str, Callable[[Path], object]] = {
 }
 
 
+def damaged_loads(
+    pristine: Path, names: list[str], copy: Callable[[Path, Path], object]
+) -> Iterator[tuple[str, str, AnchorStore, str]]:
+    """For each file of generation 2 and each damage: a copy of ``pristine`` so damaged, whose load
+    fails naming the file; yields the file, the damage, the copy's store and the error message."""
+    for name in names:
+        for damage, corrupt in CORRUPTIONS.items():
+            folder = pristine.parent / f"{name}-{damage}"
+            copy(pristine, folder)
+            corrupt(folder / "g000002" / name)
+            store = AnchorStore(folder)
+            with pytest.raises(AnchorStoreError) as info:
+                store.load()
+            message = str(info.value)
+            assert name in message, (name, damage, message)
+            yield name, damage, store, message
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The files of one generation."""
@@ -78,20 +96,11 @@ def test_every_file_and_damage_is_reported_by_name_and_the_previous_generation_r
 ) -> None:
     first, _ = two_generations(tmp_path / "pristine")
     cases = 0
-    for name in files:
-        for damage, corrupt in CORRUPTIONS.items():
-            folder = tmp_path / f"{name}-{damage}"
-            shutil.copytree(tmp_path / "pristine", folder)
-            corrupt(folder / "g000002" / name)
-            store = AnchorStore(folder)
-            with pytest.raises(AnchorStoreError) as info:
-                store.load()
-            message = str(info.value)
-            assert name in message, (name, damage, message)
-            assert "g000001 is intact" in message and "--rollback" in message, message
-            assert store.rollback() == 1
-            assert comparable(store.load().kb) == comparable(first)
-            cases += 1
+    for _, _, store, message in damaged_loads(tmp_path / "pristine", files, shutil.copytree):
+        assert "g000001 is intact" in message and "--rollback" in message, message
+        assert store.rollback() == 1
+        assert comparable(store.load().kb) == comparable(first)
+        cases += 1
     assert cases == len(files) * len(CORRUPTIONS)
 
 
@@ -119,27 +128,22 @@ def test_every_file_of_a_delta_generation_and_damage_is_reported_by_name(tmp_pat
     names = sorted(p.name for p in (tmp_path / "pristine" / "g000002").iterdir() if p.name != MARKER)
     assert {"delta.json", "delta-events.json", "base-events.json", "base-vectors-event.npy"} <= set(names)
     cases = 0
-    for name in names:
-        for damage, corrupt in CORRUPTIONS.items():
-            folder = tmp_path / f"{name}-{damage}"
-            subprocess.run(["cp", "-a", str(tmp_path / "pristine"), str(folder)], check=True)
-            corrupt(folder / "g000002" / name)
-            store = AnchorStore(folder)
-            with pytest.raises(AnchorStoreError) as info:
-                store.load()
-            message = str(info.value)
-            assert name in message, (name, damage, message)
-            shared = name.startswith("base-") and damage != "deleted"  # deleting a link leaves the base's
-            if shared:
-                assert "is intact" not in message and "a link to a file of g000001" in message, message
-                with pytest.raises(AnchorStoreError, match=name.removeprefix("base-")):
-                    store.load(generation=1)
-            else:
-                assert "g000001 is intact" in message and "--rollback" in message, message
-                assert store.rollback() == 1
-                assert comparable(store.load().kb) == comparable(first)
-            cases += 1
+    for name, damage, store, message in damaged_loads(tmp_path / "pristine", names, _copy_keeping_links):
+        shared = name.startswith("base-") and damage != "deleted"  # deleting a link leaves the base's
+        if shared:
+            assert "is intact" not in message and "a link to a file of g000001" in message, message
+            with pytest.raises(AnchorStoreError, match=name.removeprefix("base-")):
+                store.load(generation=1)
+        else:
+            assert "g000001 is intact" in message and "--rollback" in message, message
+            assert store.rollback() == 1
+            assert comparable(store.load().kb) == comparable(first)
+        cases += 1
     assert cases == len(names) * len(CORRUPTIONS)
+
+
+def _copy_keeping_links(source: Path, target: Path) -> None:
+    subprocess.run(["cp", "-a", str(source), str(target)], check=True)
 
 
 @pytest.mark.parametrize("damage", sorted(CORRUPTIONS))
