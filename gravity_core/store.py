@@ -1093,10 +1093,8 @@ class AnchorStore:
                     continue
                 change = delta.kinds.get(kind) if delta is not None else None
                 entry = index["kinds"].get(kind)
-                if (
-                    entry is None and change is None
-                ):  # a KB from an older version; the next build adds this kind
-                    continue
+                if entry is None and change is None:
+                    continue  # a KB from an older version; the next build adds this kind
                 ids = list(entry["ids"]) if entry is not None else []
                 row_digests = list(entry["digests"]) if entry is not None else []
                 source = None
@@ -1108,8 +1106,8 @@ class AnchorStore:
                 mode = "read"
                 if kind in mapped:
                     mode = "mapped"
-                elif half_from is not None and len(final_ids) >= half_from:
-                    mode = "half"
+                elif half_from is not None and len(final_ids) >= half_from and entry is not None:
+                    mode = "half"  # (a kind new in a delta has no float32 file to read exact rows from)
                 path = folder / f"{prefix}vectors-{kind}.npy"
                 if entry is None:
                     matrix: np.ndarray = np.zeros((0, vectors.dim), dtype=np.float32)
@@ -1118,7 +1116,7 @@ class AnchorStore:
                 if matrix.shape[0] != len(ids):
                     counted = kb if delta is None else None  # a base's rows are not the KB's count
                     raise _row_mismatch(folder, kind, matrix.shape[0], len(ids), check, counted, prefix)
-                exact: RowReader | None = NpyRows(path) if mode == "half" and entry is not None else None
+                exact: RowReader | None = NpyRows(path) if mode == "half" else None
                 if matrix.dtype != np.float16:
                     matrix = matrix.astype(np.float32, copy=False)
                 if change is None or source is None:
@@ -1162,8 +1160,6 @@ class AnchorStore:
                 return matrix
             return read_npy(self._read_bytes(path, check))
         except (OSError, ValueError, EOFError) as exc:
-            if isinstance(exc, AnchorStoreError):
-                raise
             raise AnchorStoreError(f"unreadable vector file: {exc}", path=str(path)) from exc
 
     @staticmethod
