@@ -46,6 +46,22 @@ def test_build_sample_then_stats(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert stats(kb, capsys) == counts
 
 
+def test_a_build_into_a_kb_saves_a_delta_unless_asked_for_full_generations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    five = tmp_path / "five.jsonl"
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    five.write_text("\n".join(x for x in lines if json.loads(x)["session"] != "session_6") + "\n")
+    for folder, flags in (("delta", []), ("full", ["--full-generations"])):
+        kb = tmp_path / folder
+        for source in (five, SAMPLE):
+            code, _, err = run(["build", str(source), "-o", str(kb), "--embedder", "hashing", *flags], capsys)
+            assert code == 0, err
+    assert json.loads((tmp_path / "delta" / "g000002" / "delta.json").read_text())["base"] == 1
+    assert not list((tmp_path / "full" / "g000002").glob("base-*"))
+    assert stats(tmp_path / "delta", capsys) == stats(tmp_path / "full", capsys)
+
+
 def test_default_embedder_builds_the_readme_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kb = tmp_path / "kb"
     code, _, err = run(["build", str(SAMPLE), "-o", str(kb)], capsys)

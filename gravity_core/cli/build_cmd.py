@@ -125,10 +125,18 @@ def build(
             min=1, metavar="N", help="Refuse an INPUT larger than this many MiB (read stops there)."
         ),
     ] = DEFAULT_MAX_INPUT_BYTES // 2**20,
+    full_generations: Annotated[
+        bool,
+        typer.Option(
+            "--full-generations",
+            help="Save the KB whole, sharing no file with earlier saves (default: an add saves what changed "
+            "and links the rest).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Build a KB of entity, event and topic anchors; run again to add new utterances only."""
-    store = AnchorStore(output)
+    store = AnchorStore(output, delta_share=0) if full_generations else AnchorStore(output)
     console = Console(stderr=True, quiet=quiet)
     if rollback:
         if input_path is not None or retry_failed:
