@@ -220,8 +220,6 @@ def _part_delta(
     items: Mapping[str, Any], changed: Iterable[str], earlier: Mapping[str, bytes], base_count: int
 ) -> bytes | None:
     """One part's delta as a JSON object, ordered so that updating the base with it gives ``items``' order."""
-    if len(items) < base_count:
-        return None
     raw = dict(earlier)
     for item_id in changed:
         item = items.get(item_id)
@@ -306,7 +304,7 @@ def gather(
     base: np.ndarray, tail: np.ndarray, source: npt.NDArray[np.intp], dtype: npt.DTypeLike
 ) -> np.ndarray:
     """The rows ``source`` names (see :func:`rows_after`), from ``base`` and ``tail``, as one array."""
-    out = np.empty((len(source), base.shape[1] if base.ndim == 2 else tail.shape[1]), dtype=dtype)
+    out = np.empty((len(source), base.shape[1]), dtype=dtype)
     from_base = source >= 0
     out[from_base] = base[source[from_base]]
     out[~from_base] = tail[~source[~from_base]]

@@ -37,13 +37,11 @@ class KBChanges:
     def __bool__(self) -> bool:
         return self.build or any(getattr(self, part) for part in PARTS)
 
-    def union(self, other: KBChanges) -> KBChanges:
-        """What this and ``other`` name (this one's ids first)."""
-        both = KBChanges(build=self.build or other.build)
+    def add(self, other: KBChanges) -> None:
+        """Note what ``other`` names too."""
         for part in PARTS:
-            both.note(part, getattr(self, part))
-            both.note(part, getattr(other, part))
-        return both
+            self.note(part, getattr(other, part))
+        self.build = self.build or other.build
 
     def clear(self) -> None:
         """Forget everything noted (after a checkpoint wrote it)."""

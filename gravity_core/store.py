@@ -471,9 +471,7 @@ class AnchorStore:
             self.directory, generation, FORMAT, previous, history_dropped=not keep_history
         )
         try:
-            as_delta = (
-                plan is not None and isinstance(kb, KnowledgeBase) and self._write_delta(staging, kb, plan)
-            )
+            as_delta = plan is not None and self._write_delta(staging, kb, plan)
             if not as_delta:
                 self._write_generation(staging, kb, vectors)
             fsync_dir(staging)
@@ -516,8 +514,8 @@ class AnchorStore:
                     raw = self._read_bytes(folder / f"{CHANGED}{part}.json", check)
                     earlier[part] = dict(json_members(raw))
                 check.raise_first()  # a delta damaged since it was read is not carried into the next
-            if self._delta_index(base_folder) is not None:
-                return None
+                if self._delta_index(base_folder) is not None:
+                    return None  # (never written: a delta's base is a full generation)
             index = self._read_json(base_folder / CHECKSUMS)
             files, counts, orders = dict(index["files"]), index.get("counts"), index.get("orders")
             if not isinstance(counts, dict) or not isinstance(orders, dict):  # an older version's
@@ -1036,7 +1034,7 @@ class AnchorStore:
         digests["vectors.json"] = write_json_atomic(folder / "vectors.json", index)
         _write_checksums(folder, digests, kb)
 
-    def _write_delta(self, folder: Path, kb: KnowledgeBase, plan: DeltaPlan) -> bool:
+    def _write_delta(self, folder: Path, kb: SavableKB, plan: DeltaPlan) -> bool:
         """Write ``plan`` into ``folder``; ``False`` (and nothing left there) when hard links fail."""
         base = generation_folder(self.directory, plan.base)
         digests: dict[str, str] = {}

@@ -397,18 +397,13 @@ class AnchorBuilder:
         if report is not None:
             report.embedded += embedded
         if self.store is not None:
-            changed = self._changed_since_generation()
-            self._generation = self.store.save(self.kb, self.vectors, changed=changed)
+            if self._since_generation is not None:
+                self._since_generation.add(self._changes)
+            self._generation = self.store.save(self.kb, self.vectors, changed=self._since_generation)
             self._journal_end = 0
             self._journal.rebase(self.kb, self._changes)
             self._changes.clear()
             self._since_generation = KBChanges()
-
-    def _changed_since_generation(self) -> KBChanges | None:
-        """What changed since the current generation: the journaled checkpoints' and the rest."""
-        if self._since_generation is None:
-            return None
-        return self._since_generation.union(self._changes)
 
     def _checkpoint(self, report: BuildReport) -> None:
         """Journal what changed since the last checkpoint, or save a generation once the journal is large.
@@ -433,7 +428,7 @@ class AnchorBuilder:
         self._journal_end = self.store.checkpoint(line, base=self._generation, at=self._journal_end)
         written()
         if self._since_generation is not None:
-            self._since_generation = self._since_generation.union(self._changes)
+            self._since_generation.add(self._changes)
         self._changes.clear()
 
     def _refresh(self, donor: AnchorVectors | None = None) -> int:

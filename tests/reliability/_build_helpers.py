@@ -115,6 +115,11 @@ def comparable(kb: KnowledgeBase) -> dict[str, Any]:
     return data
 
 
+def stored_state(folder: Path) -> tuple[dict[str, Any], dict[str, dict[str, tuple[str, bytes]]]]:
+    """What the folder's KB holds: its comparable content and its vectors by id."""
+    return comparable(AnchorStore(folder).load().kb), vectors_by_id(folder)
+
+
 def vectors_by_id(folder: Path) -> dict[str, dict[str, tuple[str, bytes]]]:
     """Per vector kind: anchor id -> (text digest, raw float32 bytes of its vector)."""
     loaded = AnchorStore(folder).load().vectors

@@ -18,14 +18,10 @@ from typing import Any
 import pytest
 
 from gravity_core.store import AnchorStore
-from tests.reliability._build_helpers import comparable, vectors_by_id
+from tests.reliability._build_helpers import stored_state
 from tests.reliability.test_crash_resume import Worker, check_consistent_prefix, workers  # noqa: F401
 
 ALWAYS_DELTA = 1.0
-
-
-def state(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    return comparable(AnchorStore(folder).load().kb), vectors_by_id(folder)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +48,7 @@ def added(
     assert store.base_of(store.current_generation() or 0) is not None, "the add saved a delta"
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["ops"].get("os.link", 0) > 0
-    return state(folder), summary["counts"]["io"]
+    return stored_state(folder), summary["counts"]["io"]
 
 
 def test_an_add_saved_as_deltas_killed_at_any_file_operation_resumes_to_the_uninterrupted_kb(
@@ -74,7 +70,7 @@ def test_an_add_saved_as_deltas_killed_at_any_file_operation_resumes_to_the_unin
             check_consistent_prefix(folder)
             code, _, err, _ = worker.run(folder, 1, delta_share=ALWAYS_DELTA)
             assert code == 0, err
-            assert state(folder) == after, f"io:{n} torn={torn}"
+            assert stored_state(folder) == after, f"io:{n} torn={torn}"
             leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".g")]
             assert not leftovers, leftovers
             shutil.rmtree(folder)

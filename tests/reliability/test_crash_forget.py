@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gravity_core.store import AnchorStore
-from tests.reliability._build_helpers import comparable, vectors_by_id
+from tests.reliability._build_helpers import stored_state
 from tests.reliability.test_crash_resume import Worker, workers  # noqa: F401 (a fixture)
 
 FORGOTTEN = "session_2"
@@ -39,10 +39,6 @@ def holding(folder: Path, word: str) -> list[str]:
     return [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and data in p.read_bytes()]
 
 
-def state(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    return comparable(AnchorStore(folder).load().kb), vectors_by_id(folder)
-
-
 @pytest.fixture(scope="module")
 def forgotten(
     built: Path,
@@ -55,7 +51,7 @@ def forgotten(
     code, out, err, _ = workers[0].run(folder, 1, forget=FORGOTTEN)
     assert code == 0, err
     assert all(holding(folder, word) == [] for word in WORDS)
-    return state(folder), json.loads(out.strip().splitlines()[-1])["counts"]["io"]
+    return stored_state(folder), json.loads(out.strip().splitlines()[-1])["counts"]["io"]
 
 
 def test_a_forget_killed_at_any_file_operation_is_all_or_nothing_and_finished_by_the_next_write(
@@ -65,7 +61,7 @@ def test_a_forget_killed_at_any_file_operation_is_all_or_nothing_and_finished_by
     tmp_path: Path,
 ) -> None:
     after, operations = forgotten
-    before = state(built)
+    before = stored_state(built)
     assert operations > 10
     outcomes = {"as it was": 0, "forgotten": 0}
     for n in range(1, operations + 1):
@@ -74,14 +70,14 @@ def test_a_forget_killed_at_any_file_operation_is_all_or_nothing_and_finished_by
             shutil.copytree(built, folder)
             code, _, err, _ = workers[n % 2].run(folder, 1, f"io:{n}", torn, forget=FORGOTTEN)
             assert code == -signal.SIGKILL, err
-            now = state(folder)
+            now = stored_state(folder)
             assert now in (before, after), f"io:{n} torn={torn}: a KB between the two"
             outcomes["as it was" if now == before else "forgotten"] += 1
             # The user runs the forget again: it forgets, or (done already) names the missing session;
             # either way the writer lock's first act deletes what a killed forget left behind.
             code, _, err, _ = workers[n % 2].run(folder, 1, forget=FORGOTTEN)
             assert code == 0 or "no session 'session_2' in this KB" in err, err
-            assert state(folder) == after
+            assert stored_state(folder) == after
             left = {word: holding(folder, word) for word in WORDS}
             assert left == dict.fromkeys(WORDS, []), f"io:{n} torn={torn}: {left}"
             assert len(AnchorStore(folder).generations()) == 1
