@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks                     # everything (about 20 minutes on two cores)
     python -m benchmarks --only long_build   # build time per utterance at 2k, 8k, 32k (about 4 minutes)
+    python -m benchmarks --only long_utterance  # one utterance of 100 KB and of 1 MB (about 3 minutes)
     python -m benchmarks --only fanout build_cost
     python -m benchmarks --locomo PATH --out DIR
 """
@@ -25,6 +26,7 @@ from benchmarks import (
     fanout,
     forget_speed,
     long_build,
+    long_utterance,
     many_users,
     memory,
     query_overhead,
@@ -57,6 +59,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "long_build": long_build.run,
     "forget": forget_speed.run,
     "many_users": many_users.run,
+    "long_utterance": long_utterance.run,
 }
 
 

@@ -21,6 +21,7 @@ LABELS = {
     "long_build": "7. Long build",
     "forget": "8. Forget",
     "many_users": "9. Many users",
+    "long_utterance": "10. Long utterance",
 }
 ORDER = tuple(LABELS)
 

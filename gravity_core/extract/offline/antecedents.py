@@ -15,12 +15,13 @@ stands for nothing ("hit it off", "made it to the top", "keep it up", "give it a
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from bisect import bisect_right
+from collections.abc import Container, Iterable, Sequence
 from typing import Any
 
 from gravity_core.extract.offline.text import word_set
 
-__all__ = ["antecedent", "object_pronoun"]
+__all__ = ["Antecedents", "object_pronoun"]
 
 Token = Any  # spacy.tokens.Token
 Span = Any  # spacy.tokens.Span
@@ -67,20 +68,46 @@ def object_pronoun(tokens: Iterable[Token]) -> Token | None:
     return None
 
 
-def antecedent(pronoun: Token, skip: Container[str] = ()) -> str | None:
-    """The noun phrase ``pronoun`` most likely stands for (see the module doc), or ``None``.
+class Antecedents:
+    """The noun phrase a pronoun most likely stands for (see the module doc), among one parse's noun
+    chunks; each chunk is looked at once per kind of pronoun, not once per pronoun.
 
     Args:
-        pronoun: an object pronoun (:func:`object_pronoun`).
-        skip: nouns (lemmas) that cannot be meant, such as places when the verb does not visit one.
+        chunks: the parse's noun chunks, in text order and none inside another (``doc.noun_chunks``).
     """
-    verb = _verb_of(pronoun)
-    if _idiom(verb):
-        return None
-    plural = pronoun.lower_ in _PLURAL
-    start = verb.left_edge.i
-    own = [chunk for chunk in pronoun.doc.noun_chunks if chunk.end <= start]
-    return next((_rendered(chunk) for chunk in reversed(own) if _fits(chunk, plural, skip)), None)
+
+    def __init__(self, chunks: Sequence[Span]) -> None:
+        self._chunks = chunks
+        self._ends = [chunk.end for chunk in chunks]  # ascending
+        # (plural, skip) -> for each chunk, the last chunk up to it that fits such a pronoun (-1: none)
+        self._last_fit: dict[tuple[bool, frozenset[str]], list[int]] = {}
+
+    def of(self, pronoun: Token, skip: frozenset[str] = frozenset()) -> str | None:
+        """The noun phrase ``pronoun`` most likely stands for, or ``None``.
+
+        Args:
+            pronoun: an object pronoun (:func:`object_pronoun`) of the parse the chunks are of.
+            skip: nouns (lemmas) that cannot be meant, such as places when the verb does not visit one.
+        """
+        verb = _verb_of(pronoun)
+        if _idiom(verb):
+            return None
+        own = bisect_right(self._ends, verb.left_edge.i)  # the chunks that end before its clause
+        if own == 0:
+            return None
+        last = self._fitting(pronoun.lower_ in _PLURAL, skip)[own - 1]
+        return _rendered(self._chunks[last]) if last >= 0 else None
+
+    def _fitting(self, plural: bool, skip: frozenset[str]) -> list[int]:
+        table = self._last_fit.get((plural, skip))
+        if table is None:
+            table, last = [], -1
+            for k, chunk in enumerate(self._chunks):
+                if _fits(chunk, plural, skip):
+                    last = k
+                table.append(last)
+            self._last_fit[(plural, skip)] = table
+        return table
 
 
 def _verb_of(pronoun: Token) -> Token:

@@ -362,11 +362,11 @@ def _relation_noun(token: Any) -> str | None:
     return _RELATIONS.get(lemma) or _RELATIONS.get(token.lower_)
 
 
-def _span_name(token: Any) -> tuple[str, str | None]:
+def _span_name(token: Any, turn: ParsedTurn) -> tuple[str, str | None]:
     """A proper noun's full name (its entity span, or the run of proper nouns it heads) and NER label."""
-    for ent in token.doc.ents:
-        if ent.start <= token.i < ent.end:
-            return _clean_name(ent.text), ent.label_
+    ent = turn.entity_at(token.i)
+    if ent is not None:
+        return _clean_name(ent.text), ent.label_
     parts = [t for t in token.subtree if t.dep_ == "compound" and t.pos_ == "PROPN" and t.i < token.i]
     words = [t.text for t in parts] + [token.text]
     return _clean_name(" ".join(words)), None
@@ -436,6 +436,8 @@ class _Batch:
         # last week!" ... "Her name's Coco."
         self.unnamed_pet: dict[str, tuple[str, int]] = {}
         self.turns_read: dict[str, int] = {}
+        self._names_turn: ParsedTurn | None = None  # the turn _names are of (see _proper_names)
+        self._names: list[tuple[str, int, int]] = []
 
     def acc(self, name: str) -> _Acc:
         name = self.name_of(name)
@@ -502,7 +504,7 @@ class _Batch:
             if child.lower_ in ("my", "our"):
                 return turn.utterance.speaker
             if child.pos_ == "PROPN":
-                name, _ = _span_name(child)
+                name, _ = _span_name(child, turn)
                 return self.name_of(name)
             if child.lower_ in ("his", "her"):
                 return self.earlier_person(turn, noun.i)
@@ -542,29 +544,61 @@ class _Batch:
                         moved = relation.model_copy(update={"object": target.name})
                         other.relations[(rkey[0], target.name.casefold())] = moved
 
-    def is_person(self, token: Any) -> bool:
+    def is_person(self, token: Any, turn: ParsedTurn) -> bool:
         """A proper noun the recognizer takes for a person, or that names a known person."""
         if token.pos_ != "PROPN":
             return False
         if token.ent_type_ == "PERSON":
             return True
-        name, _ = _span_name(token)
+        name, _ = _span_name(token, turn)
+        return self._names_person(name)
+
+    def _names_person(self, name: str) -> bool:
+        """Whether ``name`` is a known person's, or declared one in the batch so far ("my sister X")."""
         key = name.casefold()
         return self.known_types.get(key) is EntityType.PERSON or (
             key in self.accs and self.accs[key].type_votes[EntityType.PERSON] >= _DECLARED
         )
 
     def earlier_person(self, turn: ParsedTurn, before: int) -> str | None:
-        """The one person named before token ``before`` in the turn (for "his"/"her"), if just one."""
+        """The one person named before token ``before`` in the turn (for "his"/"her"), if just one.
+
+        A proper noun (not a compound part) is a person if the recognizer says so, or if its name is
+        a person's by now (:meth:`is_person`). Each name is looked at once, at its first such
+        place before ``before``, in that order (``name_of`` notes a speaker's short form on first
+        sight), not every proper noun of the turn at every call.
+        """
+        hits: list[tuple[int, str]] = []
+        for name, first, first_recognized in self._proper_names(turn):
+            if first >= before:
+                break  # in order of first appearance
+            at = first if self._names_person(name) else first_recognized
+            if at < before:
+                hits.append((at, name))
         found: list[str] = []
-        for token in turn.doc[:before]:
-            if token.dep_ == "compound" or not self.is_person(token):
-                continue
-            name, _ = _span_name(token)
+        for _, name in sorted(hits):
             name = self.name_of(name)
             if name != turn.utterance.speaker and name not in found:
                 found.append(name)
         return found[-1] if len(found) == 1 else None
+
+    def _proper_names(self, turn: ParsedTurn) -> list[tuple[str, int, int]]:
+        """The names of the turn's proper nouns (compound parts aside) in order of first appearance,
+        each with the token of its first appearance and of its first as a recognized PERSON
+        (``len(doc)`` if none); read once per turn."""
+        if self._names_turn is not turn:
+            never = len(turn.doc)
+            names: dict[str, list[int]] = {}
+            for token in turn.doc:
+                if token.pos_ != "PROPN" or token.dep_ == "compound":
+                    continue
+                name, _ = _span_name(token, turn)
+                seen = names.setdefault(name, [token.i, never])
+                if token.ent_type_ == "PERSON" and seen[1] == never:
+                    seen[1] = token.i
+            self._names_turn = turn
+            self._names = [(name, first, recognized) for name, (first, recognized) in names.items()]
+        return self._names
 
     def read(self, turn: ParsedTurn) -> None:
         uid = turn.utterance.id
@@ -597,13 +631,17 @@ class _Batch:
             if token.lemma_.casefold() in _OCCUPATIONS and token.i not in done:
                 named = _named(token)  # "a nurse called Femi"
                 if named is not None and named.i > token.i:
-                    name, _ = _span_name(named)
+                    name, _ = _span_name(named, turn)
                     if self.mention(name, EntityType.PERSON, uid, weight=_DECLARED) is not None:
                         done |= {t.i for t in named.subtree}
-        for ent in turn.doc.ents:
+        for ent in turn.ents:
             if ent.label_ not in _NER_TYPES or any(t.i in done for t in ent):
                 continue
-            if len(ent) == 1 and ent.start == ent.sent.start and ent.root.tag_ not in ("NNP", "NNPS"):
+            if (
+                len(ent) == 1
+                and ent.start == turn.sentence_of(ent.start).start
+                and ent.root.tag_ not in ("NNP", "NNPS")
+            ):
                 continue  # "Fingers crossed", "Classic!": a capitalised common word
             placed = _after_place_preposition(ent.root)
             for part in _SPLIT.split(_hyphenated(ent)):
@@ -619,15 +657,19 @@ class _Batch:
                 else:
                     self.mention(name, _NER_TYPES[ent.label_], uid)
         for token in turn.doc:
-            if token.lower_ in ("favorite", "favourite") and token.dep_ == "amod" and not _question(token):
+            if (
+                token.lower_ in ("favorite", "favourite")
+                and token.dep_ == "amod"
+                and not turn.in_question(token.i)
+            ):
                 self._favorite(token.head, speaker, turn)
         for token in turn.doc:
-            if token.dep_ not in ("nsubj", "nsubjpass") or _question(token):
+            if token.dep_ not in ("nsubj", "nsubjpass") or turn.in_question(token.i):
                 continue
             if token.lower_ in _FIRST:
                 self._first_person(token.head, speaker, turn)
-            elif self.is_person(token):
-                name, _ = _span_name(token)
+            elif self.is_person(token, turn):
+                name, _ = _span_name(token, turn)
                 if self.plausible(name):
                     self._place_facts(token.head, self.acc(name), turn)
 
@@ -638,11 +680,11 @@ class _Batch:
         if pet is None or number - pet[1] > 1:
             return set()
         for token in turn.doc:
-            if token.pos_ != "PROPN" or _question(token):
+            if token.pos_ != "PROPN" or turn.in_question(token.i):
                 continue
             if not (_names_a_possessed_name(token) or _object_of_naming(token)):
                 continue
-            name, label = _span_name(token)
+            name, label = _span_name(token, turn)
             if not self.plausible(name) or label in _NOT_NAMES:
                 continue
             acc = self.mention(name, EntityType.PET, turn.utterance.id, weight=_DECLARED)
@@ -668,7 +710,7 @@ class _Batch:
             owner = turn.utterance.speaker if subject is not None and subject.lower_ in _FIRST else None
         done: set[int] = set()
         for target in (first, *(c for c in first.conjuncts if c.pos_ == "PROPN")):  # "twins Layla and Zain"
-            name, label = _span_name(target)
+            name, label = _span_name(target, turn)
             if not self.plausible(name) or label in _NOT_NAMES:
                 continue
             acc = self.mention(name, etype, turn.utterance.id, weight=_DECLARED)
@@ -712,16 +754,16 @@ class _Batch:
                 if child.dep_ in ("acomp", "attr") and child.lower_ in _STATUSES:
                     add("relationship_status", child.lower_, exclusive=True)
                 if child.dep_ == "prep" and child.lower_ == "from" and lemma == "be":
-                    add("origin", _object_value(child), exclusive=True)  # "I'm from Ireland"
+                    add("origin", _object_value(child, turn), exclusive=True)  # "I'm from Ireland"
                 if child.dep_ == "prep" and child.lower_ == "into" and lemma == "be":
-                    add("likes", _object_value(child))  # "I'm really into jazz"
+                    add("likes", _object_value(child, turn))  # "I'm really into jazz"
         if lemma == "grow" and any(c.lower_ == "up" for c in children):
             for prep in (c for c in children if c.dep_ == "prep" and c.lower_ in ("in", "on")):
-                add("origin", _object_value(prep), exclusive=True)
+                add("origin", _object_value(prep, turn), exclusive=True)
         if lemma in _LIKE_VERBS or lemma in _DISLIKE_VERBS:
             name = "likes" if lemma in _LIKE_VERBS else "dislikes"
             for child in children:
-                add(name, _liked(child))
+                add(name, _liked(child, turn))
             return
         if lemma == "use" and verb.tag_ == "VBD":
             for child in children:
@@ -742,7 +784,7 @@ class _Batch:
                     and child.lemma_.casefold() not in _VAGUE_OBJECTS
                     and not any(c.dep_ == "det" for c in child.children)
                 ):
-                    add("activity", _chunk_value(child))  # "I took up pottery", not "started the class"
+                    add("activity", _chunk_value(child, turn))  # "I took up pottery", not "started the class"
                 if child.dep_ == "xcomp" and child.tag_ == "VBG":
                     add("activity", _verb_phrase(child))  # "I started surfing"
         if (
@@ -765,9 +807,9 @@ class _Batch:
                 name = "studies" if lemma == "study" else "activity"  # "I'm learning the cello"
                 add(
                     name,
-                    _chunk_value(objects[0])
+                    _chunk_value(objects[0], turn)
                     if name == "studies"
-                    else f"{verb.lower_} {_chunk_value(objects[0])}",
+                    else f"{verb.lower_} {_chunk_value(objects[0], turn)}",
                 )
         for prep in children:
             if prep.dep_ == "prep" and prep.lower_ == "as":
@@ -785,7 +827,7 @@ class _Batch:
             return
         for child in verb.children:
             if child.dep_ in ("attr", "acomp") and child.i > verb.i:
-                value = _chunk_value(child).strip("'\" ")
+                value = _chunk_value(child, turn).strip("'\" ")
                 if value:
                     name = f"favorite_{noun.lemma_.casefold()}"
                     speaker.add_attribute(name, value, EXPLICIT, True, turn.utterance.id)
@@ -808,7 +850,7 @@ class _Batch:
         if noun.lemma_.casefold() in ("fan", "lover"):
             for prep in noun.children:
                 if prep.dep_ == "prep" and prep.lower_ == "of":
-                    add("likes", _object_value(prep))
+                    add("likes", _object_value(prep, turn))
 
     def _place_facts(self, verb: Any, subject: _Acc, turn: ParsedTurn) -> None:
         """ "work at X", "live in X", "moved to X", "joined X": where the subject works, lives, belongs."""
@@ -831,7 +873,7 @@ class _Batch:
 
     def _fact(self, speaker: _Acc, fact: tuple[str, EntityType], obj: Any, turn: ParsedTurn) -> None:
         relation, default = fact
-        name, label = _span_name(obj)
+        name, label = _span_name(obj, turn)
         if label == "PERSON":
             return
         known = self.known_types.get(name.casefold())
@@ -891,10 +933,6 @@ def _after_place_preposition(token: Any) -> bool:
     return prep in ("to", "into") and token.head.head.lemma_.casefold() in _MOTION_VERBS
 
 
-def _question(token: Any) -> bool:
-    return token.sent.text.rstrip().endswith("?")
-
-
 def _noun_value(noun: Any) -> str:
     """A noun with its compound and adjective modifiers, as written: "charge nurse", "wonky bowls"."""
     words = [
@@ -919,31 +957,31 @@ def _occupation(noun: Any) -> str | None:
     return _noun_value(noun).casefold()
 
 
-def _chunk_value(noun: Any) -> str:
+def _chunk_value(noun: Any, turn: ParsedTurn) -> str:
     """The noun phrase a noun heads, as written, without determiners and possessives: "live music",
     "Becoming Nicole", "reading Charlotte's Web"."""
     if noun.pos_ == "PROPN":
-        name, _ = _span_name(noun)
+        name, _ = _span_name(noun, turn)
         return name
-    for chunk in noun.doc.noun_chunks:
-        if chunk.root.i == noun.i:
-            # "my", "your" go; a named owner stays ("Charlotte's Web"), with its "'s".
-            words = [
-                t
-                for t in chunk
-                if t.dep_ not in ("det", "predet")
-                and not (t.dep_ == "poss" and t.pos_ == "PRON")
-                and not (t.dep_ == "case" and t.head.pos_ == "PRON")
-                and t.lower_ not in _SKIP_MODIFIERS
-            ]
-            return phrase(words) or noun.text
-    return noun.text
+    chunk = turn.chunk_headed_by(noun.i)
+    if chunk is None:
+        return noun.text
+    # "my", "your" go; a named owner stays ("Charlotte's Web"), with its "'s".
+    words = [
+        t
+        for t in chunk
+        if t.dep_ not in ("det", "predet")
+        and not (t.dep_ == "poss" and t.pos_ == "PRON")
+        and not (t.dep_ == "case" and t.head.pos_ == "PRON")
+        and t.lower_ not in _SKIP_MODIFIERS
+    ]
+    return phrase(words) or noun.text
 
 
-def _object_value(prep: Any) -> str | None:
+def _object_value(prep: Any, turn: ParsedTurn) -> str | None:
     """The noun phrase a preposition governs: "from Ireland" -> "Ireland"."""
     objects = [c for c in prep.children if c.dep_ == "pobj" and c.pos_ in ("NOUN", "PROPN")]
-    return _chunk_value(objects[0]) if objects else None
+    return _chunk_value(objects[0], turn) if objects else None
 
 
 def _verb_phrase(verb: Any) -> str | None:
@@ -983,17 +1021,17 @@ def _whole_phrases(token: Any, room: int, skip: set[int], *, right_only: bool = 
     return sorted(out, key=lambda t: t.i)
 
 
-def _liked(child: Any) -> str | None:
+def _liked(child: Any, turn: ParsedTurn) -> str | None:
     """The thing or activity liked: a noun phrase object or a gerund phrase ("love running")."""
     if child.dep_ == "dobj" and child.pos_ in ("NOUN", "PROPN"):
         if child.lower_ in _NOT_LIKED:
             return None
-        return _chunk_value(child)
+        return _chunk_value(child, turn)
     if child.dep_ == "xcomp" and child.tag_ == "VBG" and child.lemma_.casefold() not in ("be", "have"):
         objects = [c for c in child.children if c.dep_ in ("dobj", "prep")]
         tail = ""
         if objects and objects[0].dep_ == "dobj":
-            tail = " " + _chunk_value(objects[0])
+            tail = " " + _chunk_value(objects[0], turn)
         return f"{child.text}{tail}"
     return None
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gravity_core.extract.offline.antecedents import antecedent, object_pronoun
+from gravity_core.extract.offline.antecedents import Antecedents, object_pronoun
 from gravity_core.extract.offline.clauses import CLAUSE_DEPS, Clause, clauses, phrase
 from gravity_core.extract.offline.parsing import ParsedTurn
 from gravity_core.extract.offline.text import normalize_quotes, word_set
@@ -105,21 +106,13 @@ def _known_people(kb: KnowledgeBase) -> dict[str, str]:
     return out
 
 
-def _entity_of(token: Any) -> Any | None:
-    doc = token.doc
-    for ent in doc.ents:
-        if ent.start <= token.i < ent.end:
-            return ent
-    return None
-
-
-def _name_of(token: Any, people: dict[str, str]) -> str | None:
+def _name_of(token: Any, turn: ParsedTurn, people: dict[str, str]) -> str | None:
     """The person (or pet) a subject token names: a known name, a PERSON entity, or a name in
     apposition ("my sister Lena")."""
     for candidate in (token, *(c for c in token.children if c.dep_ in ("appos", "compound"))):
         if candidate.pos_ != "PROPN":
             continue
-        ent = _entity_of(candidate)
+        ent = turn.entity_at(candidate.i)
         text = (
             re.sub(r"^(?:the|my)\s+", "", ent.text, flags=re.IGNORECASE)
             if ent is not None
@@ -133,38 +126,62 @@ def _name_of(token: Any, people: dict[str, str]) -> str | None:
     return None
 
 
-def _earlier_person(turn: ParsedTurn, before: int, people: dict[str, str], speaker: str) -> str | None:
-    """The single person named before token ``before`` in the turn, for a "he"/"she" subject."""
-    found: list[str] = []
-    for ent in turn.doc.ents:
-        if ent.end <= before and ent.label_ == "PERSON":
-            name = people.get(ent.text.casefold(), ent.text)
-            if name.casefold() != speaker.casefold() and name not in found:
+class _EarlierPerson:
+    """The single person named before each token of a turn, for a "he"/"she" subject: its PERSON
+    entities read once, in order, noting after each whether exactly one person (not the speaker)
+    has been named so far."""
+
+    def __init__(self, turn: ParsedTurn, people: Mapping[str, str]) -> None:
+        self._turn = turn
+        self._people = people
+        self._ends: list[int] = []
+        self._single: list[str | None] = []  # after each PERSON entity: the one person named so far
+
+    def before(self, i: int) -> str | None:
+        """The one person named in the entities that end at or before token ``i``, if just one."""
+        if not self._ends:
+            self._read()
+        count = bisect_right(self._ends, i)
+        return self._single[count - 1] if count else None
+
+    def _read(self) -> None:
+        speaker = self._turn.utterance.speaker.casefold()
+        found: list[str] = []
+        self._ends.append(0)  # before any entity: nobody (and the lookup table is not empty)
+        self._single.append(None)
+        for ent in self._turn.ents:  # in text order, so their ends are ascending
+            if ent.label_ != "PERSON":
+                continue
+            name = self._people.get(ent.text.casefold(), ent.text)
+            if name.casefold() != speaker and name not in found:
                 found.append(name)
-    return found[-1] if len(found) == 1 else None
+            self._ends.append(ent.end)
+            self._single.append(found[-1] if len(found) == 1 else None)
 
 
-def _who(clause: Clause, turn: ParsedTurn, people: dict[str, str], dated: bool) -> list[str] | None:
+def _who(
+    clause: Clause, turn: ParsedTurn, people: dict[str, str], dated: bool, earlier: _EarlierPerson
+) -> list[str] | None:
     speaker = turn.utterance.speaker
     subject = clause.subject
     if subject is None:
-        return [speaker] if _bare_past(clause, dated) else None
+        return [speaker] if _bare_past(clause, dated, turn) else None
     word = subject.lower_
     conjuncts = [subject, *(c for c in subject.conjuncts)]
-    names = [n for n in (_name_of(t, people) for t in conjuncts) if n is not None]
+    names = [n for n in (_name_of(t, turn, people) for t in conjuncts) if n is not None]
     if any(t.lower_ in _FIRST for t in conjuncts):
         return list(dict.fromkeys([speaker, *(n for n in names if n.casefold() != speaker.casefold())]))
     if names:
         return list(dict.fromkeys(names))
     if word in _THIRD:
-        earlier = _earlier_person(turn, subject.i, people, speaker)
-        return [earlier] if earlier is not None else None
-    if dated and _told_subject(subject):
+        named = earlier.before(subject.i)
+        return [named] if named is not None else None
+    if dated and _told_subject(subject, turn):
         return [speaker]  # "Last weekend our town held a street festival", "someone wrote me a letter"
     return None
 
 
-def _bare_past(clause: Clause, dated: bool) -> bool:
+def _bare_past(clause: Clause, dated: bool, turn: ParsedTurn) -> bool:
     """A sentence that starts with a past verb and has no subject: the speaker's own report.
 
     "Took a short trip to Rome", "Dyed my hair last week": the parser tags such a verb VBD, or VBN
@@ -174,7 +191,8 @@ def _bare_past(clause: Clause, dated: bool) -> bool:
     verb = clause.verb
     if clause.subject is not None or verb.dep_ != "ROOT":
         return False
-    first = next((t for t in verb.sent if not (t.is_punct or t.dep_ in ("intj", "advmod"))), None)
+    sentence = turn.sentence_of(verb.i)
+    first = next((t for t in sentence if not (t.is_punct or t.dep_ in ("intj", "advmod"))), None)
     if first is None or first.i != verb.i:
         return False
     if verb.tag_ != "VBD" and not (verb.tag_ == "VBN" and not clause.aux_lemmas):
@@ -191,11 +209,11 @@ def _got_passive(verb: Any) -> bool:
     )
 
 
-def _told_subject(subject: Any) -> bool:
+def _told_subject(subject: Any, turn: ParsedTurn) -> bool:
     """A subject that is a common noun phrase or "someone": the speaker tells what it did, and
     the subject stays in ``what``."""
     if subject.pos_ == "NOUN":
-        return _entity_of(subject) is None
+        return turn.entity_at(subject.i) is None
     return subject.lower_ in _INDEFINITE
 
 
@@ -243,7 +261,7 @@ def _planned_by_frame(verb: Any) -> bool:
     return frame.lemma_.casefold() in _PLAN_FRAMES and frame.tag_ == "VBG"
 
 
-def _reported(clause: Clause, dated: bool) -> bool:
+def _reported(clause: Clause, dated: bool, turn: ParsedTurn) -> bool:
     """Whether the clause reports an event (done, or planned), not a state, wish or question."""
     verb = clause.verb
     if verb.pos_ != "VERB" or clause.negated:
@@ -266,7 +284,7 @@ def _reported(clause: Clause, dated: bool) -> bool:
         return False
     if verb.tag_ == "VBD" or (verb.tag_ == "VBN" and aux & {"have", "be"}):
         return True
-    if _got_passive(verb) or (verb.tag_ == "VBN" and _bare_past(clause, dated)):
+    if _got_passive(verb) or (verb.tag_ == "VBN" and _bare_past(clause, dated, turn)):
         return True
     if verb.tag_ == "VBG" and "have" in aux:
         return True  # "I've been learning the cello"
@@ -292,7 +310,7 @@ def _time_tokens(clause: Clause, mention: TimeMention) -> set[int]:
     return ids
 
 
-def _what(clause: Clause, turn: ParsedTurn) -> str:
+def _what(clause: Clause, turn: ParsedTurn, referents: Antecedents) -> str:
     drop: set[int] = set()
     for mention in turn.times_in(clause.tokens[0].idx, clause.end_char):
         drop |= _time_tokens(clause, mention)
@@ -301,7 +319,7 @@ def _what(clause: Clause, turn: ParsedTurn) -> str:
             drop.add(token.i)
     tokens = list(clause.tokens)
     subject = clause.subject
-    if subject is not None and not subject.conjuncts and _told_subject(subject):
+    if subject is not None and not subject.conjuncts and _told_subject(subject, turn):
         tokens = sorted([*subject.subtree, *tokens], key=lambda t: t.i)
     words = phrase(tokens, drop).split()
     if words and words[0].casefold() in ("'ll", "wo"):
@@ -321,8 +339,8 @@ def _what(clause: Clause, turn: ParsedTurn) -> str:
     pronoun = object_pronoun(t for t in clause.tokens if t.i not in drop)
     if pronoun is None:
         return what
-    places = () if verb.lemma_ in _VISIT_VERBS else _PLACE_NOUNS
-    named = antecedent(pronoun, skip=places)
+    places = frozenset() if verb.lemma_ in _VISIT_VERBS else _PLACE_NOUNS
+    named = referents.of(pronoun, skip=places)
     if named is not None:
         what = re.sub(rf"\b{re.escape(pronoun.text)}\b", lambda m: f"{m.group(0)} ({named})", what, count=1)
     return what
@@ -336,7 +354,7 @@ def _substantive(clause: Clause) -> bool:
     ) or any(t.dep_ == "prt" for t in clause.verb.children)
 
 
-def _where(clause: Clause, places: set[str]) -> str | None:
+def _where(clause: Clause, turn: ParsedTurn, places: set[str]) -> str | None:
     for token in clause.tokens:
         if token.dep_ == "dobj" and token.head.i == clause.verb.i and token.head.lemma_ in _VISIT_VERBS:
             objects = [token]
@@ -347,7 +365,7 @@ def _where(clause: Clause, places: set[str]) -> str | None:
         for obj in objects:
             if obj.pos_ == "NOUN" and obj.lemma_.casefold() in _PLACE_NOUNS:
                 return phrase(t for t in obj.subtree if t.i <= obj.i)
-            ent = _entity_of(obj)
+            ent = turn.entity_at(obj.i)
             if ent is not None and (ent.label_ in _PLACE_LABELS or ent.text.casefold() in places):
                 return re.sub(r"^the\s+", "", ent.text, flags=re.IGNORECASE)
             chunk = phrase(t for t in obj.subtree if t.dep_ in ("compound",) or t.i == obj.i)
@@ -387,10 +405,11 @@ def _outcome(clause: Clause) -> str | None:
     return None
 
 
-def _clause_of(token: Any) -> Any | None:
-    """The clause head a token hangs under: the first verb up its chain of heads that heads a clause."""
+def _clause_of(token: Any, steps: int) -> Any | None:
+    """The clause head a token hangs under: the first verb up its chain of heads that heads a clause
+    (within ``steps`` heads, the length of its sentence)."""
     node = token
-    for _ in range(len(token.sent)):
+    for _ in range(steps):
         if node.pos_ in ("VERB", "AUX") and node.dep_ in CLAUSE_DEPS:
             return node
         if node.head.i == node.i:
@@ -399,14 +418,20 @@ def _clause_of(token: Any) -> Any | None:
     return None
 
 
-def _time_of(clause: Clause, turn: ParsedTurn, sent: Any) -> TimeMention | None:
-    """The time phrase attached to the clause's verb in the parse ("on Sunday we took them"), else the
-    sentence's only time phrase when no other clause holds it."""
+def _time_owners(turn: ParsedTurn, sent: Any) -> tuple[list[TimeMention], list[Any | None]]:
+    """The sentence's time phrases and the clause head each hangs under (``None``: none found)."""
     in_sentence = turn.times_in(sent.start_char, sent.end_char)
     owners: list[Any | None] = []
     for mention in in_sentence:
         token = next((t for t in sent if t.idx <= mention.start < t.idx + len(t.text)), None)
-        owners.append(_clause_of(token) if token is not None else None)
+        owners.append(_clause_of(token, len(sent)) if token is not None else None)
+    return in_sentence, owners
+
+
+def _time_of(clause: Clause, in_sentence: list[TimeMention], owners: list[Any | None]) -> TimeMention | None:
+    """The time phrase attached to the clause's verb in the parse ("on Sunday we took them"), else the
+    sentence's only time phrase when no other clause holds it (``in_sentence`` and ``owners``: the
+    sentence's :func:`_time_owners`)."""
     attached = [
         m
         for m, owner in zip(in_sentence, owners, strict=True)
@@ -449,23 +474,31 @@ def _resolved(time: TimeMention | None, clause: Clause, turn: ParsedTurn) -> Tim
     return time.time
 
 
-def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict[str, str]) -> list[_Draft]:
+def _sentence_events(
+    turn: ParsedTurn,
+    sent: Any,
+    places: set[str],
+    people: dict[str, str],
+    earlier: _EarlierPerson,
+    referents: Antecedents,
+) -> list[_Draft]:
     text = sent.text.strip()
     if not text or text.endswith("?"):
         return []
     drafts: list[_Draft] = []
     consumed: set[int] = set()
+    in_sentence, owners = _time_owners(turn, sent)
     for clause in clauses(sent):
         if clause.verb.i in consumed:
             continue
-        time = _time_of(clause, turn, sent)
-        if not _reported(clause, time is not None):
+        time = _time_of(clause, in_sentence, owners)
+        if not _reported(clause, time is not None, turn):
             continue
         consumed.update(c.i for c in _outcome_clauses(clause))
-        who = _who(clause, turn, people, time is not None)
+        who = _who(clause, turn, people, time is not None, earlier)
         if who is None:
             continue
-        what = _what(clause, turn)
+        what = _what(clause, turn, referents)
         if len(what.split()) < 2 or not (_substantive(clause) or time is not None):
             continue
         drafts.append(
@@ -473,7 +506,7 @@ def _sentence_events(turn: ParsedTurn, sent: Any, places: set[str], people: dict
                 who=who,
                 what=what,
                 when=_resolved(time, clause, turn),
-                where=_where(clause, places),
+                where=_where(clause, turn, places),
                 outcome=_outcome(clause),
                 quote=text[:_MAX_QUOTE_CHARS],
                 sources=[turn.utterance.id],
@@ -556,8 +589,10 @@ def extract_events(
         others = [s for s in speakers if s != turn.utterance.speaker]
         previous: list[_Draft] = []
         carried: TimeRef | None = None  # "Something great happened last Friday. I ran ..."
-        for sent in turn.doc.sents:
-            found = _sentence_events(turn, sent, places, people)
+        earlier = _EarlierPerson(turn, people)
+        referents = Antecedents(turn.noun_chunks)
+        for sent in turn.sentences:
+            found = _sentence_events(turn, sent, places, people, earlier, referents)
             if not found and len(others) == 1:
                 theirs = _their_event(turn, others[0], sent)
                 found = [theirs] if theirs is not None else []
