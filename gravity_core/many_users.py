@@ -191,15 +191,17 @@ def build_users(
         settings: embedder, batch size and users per task.
         progress: called with (users done, users in all) as results arrive.
 
-    A user whose id cannot name a folder, who appears twice, whose conversation does not load
-    or whose build fails gets a result with ``error`` set; so do the users of a task whose
-    worker died. The others are built all the same.
+    A user whose id cannot name a folder, who appears twice, whose id differs only by case from
+    an id earlier in the input or from a user's under ``root`` (``Alice``, ``alice``: one folder
+    on macOS and Windows), whose conversation does not load or whose build fails gets a result
+    with ``error`` set; so do the users of a task whose worker died. The others are built all
+    the same.
     """
     settings = settings or ManyUsersSettings()
     users = list(conversations)
     results: dict[int, UserBuildResult] = {}
     runnable: list[tuple[int, UserConversation]] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # casefolded id -> the id as first given
     for position, user in enumerate(users):
         problem = user.problem or _id_problem(user.user_id, seen)
         if problem is None:
@@ -233,16 +235,20 @@ def build_users(
     return [results[position] for position in range(len(users))]
 
 
-def _id_problem(user_id: object, seen: set[str]) -> str | None:
-    from gravity_core.users import check_user_id
+def _id_problem(user_id: object, seen: dict[str, str]) -> str | None:
+    """Why the input's id cannot be built (``seen``: the ids before it, by their casefold), or ``None``."""
+    from gravity_core.users import case_twin_problem, check_user_id
 
     try:
         checked = check_user_id(user_id)
     except ConfigurationError as exc:
         return str(exc)
-    if checked in seen:
+    earlier = seen.get(checked.casefold())
+    if earlier == checked:
         return f"user {checked!r} appears more than once in the input; give each user one conversation"
-    seen.add(checked)
+    if earlier is not None:
+        return case_twin_problem(checked, earlier, "earlier in the input")
+    seen[checked.casefold()] = checked
     return None
 
 
@@ -273,7 +279,11 @@ def _build_chunk(
         result = UserBuildResult(user_id=conversation.user_id, worker=worker)
         try:
             builder = users.builder(conversation.user_id)
-            report = builder.add(conversation.load())
+            try:
+                report = builder.add(conversation.load())
+            except BaseException:
+                users.drop_if_empty(conversation.user_id)  # a new user's folder, made for nothing
+                raise
         except GravityError as exc:
             result.error = str(exc)
         except Exception as exc:  # one user's failure must not stop the others; the log has the trace

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gravity_core.anchor_vectors import ANCHOR_KINDS
+from gravity_core.anchor_vectors import ANCHOR_KINDS, AnchorVectors
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError
@@ -296,27 +296,44 @@ def test_a_generation_that_cannot_be_read_leaves_the_loaded_one_served(
     assert engine.generation == AnchorStore(kb_12).current_generation()
 
 
-def test_a_kb_folder_removed_under_the_engine_leaves_it_serving(
+def test_a_kb_folder_removed_under_the_engine_is_served_no_more(
     kb_12: Path, hashing: HashingEmbedder
 ) -> None:
     engine = GravityEngine.from_dir(kb_12, embedder=hashing)
-    before = engine.query("Where does Maya work now?")
+    assert engine.query("Where does Maya work now?").anchors
     shutil.rmtree(kb_12)
-    assert engine.query("Where does Maya work now?") == before
-    assert engine.refresh() is False
+    gone = engine.query("Where does Maya work now?")
+    assert (gone.anchors, gone.text, engine.generation, engine.revision) == ([], "", None, 1)
+    assert engine.refresh() is False  # nothing more to read while the folder stays gone
 
 
-def test_a_new_generation_of_another_embedder_is_not_served(
+def test_a_kb_made_again_in_its_folder_by_another_embedder_is_not_served_nor_the_old_one(
     kb_12: Path, tmp_path: Path, hashing: HashingEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = GravityEngine.from_dir(kb_12, embedder=hashing)
-    before = engine.query(BISCUIT)
+    assert engine.query("Where does Maya work now?").anchors
     shutil.rmtree(kb_12)
     other = HashingEmbedder(64)
     builder_of(kb_12, other).add(sessions(1, 2, 3))  # the folder made again, by another embedder
     with caplog.at_level(logging.WARNING, logger="gravity_core.query.live"):
+        after = engine.query("Where does Maya work now?")
+    assert "hashing-64" in caplog.text and "now serving an empty KB" in caplog.text
+    assert (after.anchors, engine.generation) == ([], None)  # another KB: the old one is not served
+
+
+def test_a_new_generation_of_another_embedder_in_the_same_kb_is_not_served(
+    kb_12: Path, hashing: HashingEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = GravityEngine.from_dir(kb_12, embedder=hashing)
+    before = engine.query(BISCUIT)
+    store = AnchorStore(kb_12)
+    loaded = store.load()
+    vectors = AnchorVectors(embedder="hashing-64", dim=64)
+    vectors.refresh(loaded.kb, HashingEmbedder(64))
+    store.save(loaded.kb, vectors)  # generation 2 of the same KB, embedded by another embedder
+    with caplog.at_level(logging.WARNING, logger="gravity_core.query.live"):
         assert engine.query(BISCUIT) == before
-    assert "hashing-64" in caplog.text
+    assert "hashing-64" in caplog.text and "still serving generation 1" in caplog.text
 
 
 def test_an_engine_from_a_builder_sees_what_the_builder_adds(hashing: HashingEmbedder) -> None:

@@ -121,4 +121,6 @@ def _summary(console: Console, root: Path, results: list[UserBuildResult]) -> No
         soft_wrap=True,
     )
     for result in failed:
-        console.print(f"  {result.user_id}: {result.error}", soft_wrap=True, markup=False, highlight=False)
+        # An id with a newline or another control character is shown quoted: one line per user.
+        shown = result.user_id if result.user_id.isprintable() else repr(result.user_id)
+        console.print(f"  {shown}: {result.error}", soft_wrap=True, markup=False, highlight=False)

@@ -5,8 +5,15 @@ A :class:`LiveKB` serves :class:`~gravity_core.query.state.KBSnapshot` objects r
 (:class:`BuilderSource`). :meth:`LiveKB.current` asks the source whether anything may have changed
 (one ``stat`` of the manifest, or a few identity checks of the builder's vectors); only then is the
 KB read again and a new snapshot prepared, and only a complete one replaces the one served. If the
-new KB cannot be read (a damaged generation, a folder that is gone, vectors of another embedder),
-the snapshot already served stays and the read is tried again later, at growing intervals.
+new KB cannot be read (a damaged generation, vectors of another embedder), the snapshot already
+served stays and the read is tried again later, at growing intervals.
+
+A KB folder that is gone, or that holds no KB any more (its manifest and its generations deleted,
+as ``UserKBs.delete`` does), is served as an empty KB: what it held is never served again. A
+folder replaced by another (deleted and made again, e.g. a user id given to someone new) holds
+another KB, never mixed with the one served: its KB is served once it can be read, and nothing
+until then. The folder is told from its replacement by its identity (device and inode), which
+the source keeps from passing to a new folder by holding the folder open.
 
 What "newest complete" means for a folder: the generation the manifest names. A build's journal
 checkpoints between generations are not visible to readers (they carry no vectors, and
@@ -18,15 +25,20 @@ and the one at its end.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from gravity_core.anchor_vectors import ANCHOR_KINDS, EXPANSION_KIND, AnchorVectors
 from gravity_core.errors import GravityError
 from gravity_core.query.index.numpy_index import DEFAULT_IVF
 from gravity_core.query.state import KBSnapshot
+from gravity_core.schema import KnowledgeBase
 from gravity_core.store import AnchorStore, LoadedKB
 
 if TYPE_CHECKING:
@@ -72,6 +84,12 @@ class KBSource(Protocol):
         """The KB read with ``mark`` is served now."""
         ...
 
+    def fallback(self) -> Reading | None:
+        """What to serve after a failed read: ``None`` keeps the snapshot served (it is still the
+        source's KB, only its new version cannot be read yet); a reading (an empty KB) when the KB
+        served is no longer the source's, so it must not be served any more."""
+        ...
+
 
 class _Unseen:
     """Marks a source that has accepted nothing yet (never equal to a stamp or a version)."""
@@ -80,12 +98,80 @@ class _Unseen:
 _UNSEEN = _Unseen()
 
 
+class _Folder:
+    """A KB folder held open, so its identity (device and inode) cannot pass to a folder made later.
+
+    Where a folder cannot be opened (Windows), its identity is read with ``stat`` and not held.
+    """
+
+    __slots__ = ("__weakref__", "ident")
+
+    def __init__(self, ident: tuple[int, int], fd: int | None) -> None:
+        self.ident = ident
+        if fd is not None:
+            weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def open(cls, path: Path) -> _Folder | None:
+        """The folder at ``path`` now; ``None`` when there is none.
+
+        Raises:
+            OSError: the folder cannot be looked at (e.g. permissions).
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            try:
+                st = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            return cls((st.st_dev, st.st_ino), None) if stat.S_ISDIR(st.st_mode) else None
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        return cls((st.st_dev, st.st_ino), fd)
+
+
+def _folder_stat(path: Path) -> tuple[int, int] | None:
+    """The folder's inode and modification time (an entry added or removed moves it), or ``None``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+class _Mark(NamedTuple):
+    """What a :class:`StoreSource` read: the manifest's stamp and version, the folder, the generation,
+    and the embedder and dimension of its vectors."""
+
+    stamp: object
+    version: object
+    folder: _Folder | None
+    generation: int | None
+    shape: tuple[str, int]
+
+
 class StoreSource:
     """A KB folder: changed when its manifest was written again, read as its current generation.
 
     The per-query check is :meth:`AnchorStore.stamp` (one ``stat``). When the stamp moved, the
     manifest is read: the same generation and digest (a manifest written again with the same
     content, or a stamp that moved for another reason) reads nothing more.
+
+    When the stamp moved, the folder is also looked at. A folder that is gone, or that holds
+    neither a manifest nor the generation served (deleted: ``UserKBs.delete``, ``rm -r``), reads
+    as an empty KB. A folder replaced by another (another device and inode than the one held open
+    since the last read) holds another KB: it is read even if its manifest looks the same, and
+    if it cannot be read :meth:`fallback` serves an empty KB rather than the one before; so it
+    does when the manifest names a generation older than the one served (a KB deleted and made
+    again in the same folder starts its numbers over). A manifest lost while the generation
+    served is still on disk is damage, not a deletion: the KB served stays (see
+    :meth:`AnchorStore.rollback`).
 
     Args:
         store: the KB folder's store.
@@ -104,6 +190,10 @@ class StoreSource:
         self._digests = digests
         self._stamp: object = _UNSEEN
         self._version: object = _UNSEEN
+        self._folder: _Folder | None = None  # the folder the KB served came from
+        self._generation: int | None = None  # the generation served (None: an empty KB)
+        self._seen: _Folder | None = None  # the folder the last read found
+        self._shape = ("", 0)  # embedder and dimension of the KB served: an empty KB's
 
     def __repr__(self) -> str:
         return f"StoreSource({str(self.store.directory)!r})"
@@ -112,12 +202,19 @@ class StoreSource:
         return self.store.stamp() != self._stamp
 
     def probe(self) -> Hashable:
-        return self.store.stamp()
+        return self.store.stamp(), _folder_stat(self.store.directory)
 
     def read(self) -> Reading | None:
         stamp = self.store.stamp()
+        self._seen = None
+        folder = _Folder.open(self.store.directory)
+        self._seen = folder
+        first = self._version is _UNSEEN  # a new source: a folder without a KB is an error
+        if not first and (folder is None or self._kb_gone()):
+            return self._nothing(stamp, folder)
+        replaced = not first and self._replaced(folder)
         version = self.store.current_version()
-        if version is not None and version == self._version:
+        if not replaced and version is not None and version == self._version:
             self._stamp = stamp
             return None
         # The turn vectors are the builder's; the expansions are read by row, so they stay on disk.
@@ -127,14 +224,63 @@ class StoreSource:
             half_from=self._half_from,
             digests=self._digests,
         )
+        shape = (loaded.vectors.embedder, loaded.vectors.dim)
         if version is not None and loaded.generation == version[0]:
-            return loaded, (stamp, version)
+            return loaded, _Mark(stamp, version, folder, loaded.generation, shape)
         # A save landed between the manifest read and the load: look again at the next query.
-        return loaded, (_UNSEEN, (loaded.generation, ""))
+        return loaded, _Mark(_UNSEEN, (loaded.generation, ""), folder, loaded.generation, shape)
 
     def accept(self, mark: object) -> None:
-        assert isinstance(mark, tuple)
-        self._stamp, self._version = mark
+        assert isinstance(mark, _Mark)
+        self._stamp, self._version, self._folder, self._generation, self._shape = mark
+
+    def fallback(self) -> Reading | None:
+        seen = self._seen
+        if seen is None or self._version is None:
+            return None  # the folder could not be looked at, or nothing is served already
+        if self._replaced(seen):
+            why = "the folder was replaced by another"
+        elif self._went_back():
+            why = "the folder's generations went back (its KB deleted and made again, or rolled back)"
+        else:
+            return None  # the KB served is still the folder's; only its new version cannot be read
+        logger.info("%s: %s; serving no KB until its KB can be read", self, why)
+        return self._empty(), _Mark(_UNSEEN, None, seen, None, self._shape)
+
+    def _went_back(self) -> bool:
+        """Whether the manifest names a generation older than the one served."""
+        try:
+            current = self.store.current_generation()
+        except (GravityError, OSError):
+            return False
+        return current is not None and self._generation is not None and current < self._generation
+
+    def _replaced(self, folder: _Folder | None) -> bool:
+        """Whether ``folder`` is another folder than the one the KB served came from."""
+        return folder is not None and (self._folder is None or folder.ident != self._folder.ident)
+
+    def _kb_gone(self) -> bool:
+        """Whether the folder holds no KB any more: no manifest, and not the generation served."""
+        if self.store.exists():
+            return False
+        return self._generation is None or self._generation not in self.store.generations()
+
+    def _nothing(self, stamp: object, folder: _Folder | None) -> Reading | None:
+        """An empty KB for a folder that is gone or holds none (``None`` if one is served already)."""
+        mark = _Mark(stamp, None, folder, None, self._shape)
+        if self._version is None:  # an empty KB is served already
+            self.accept(mark)
+            return None
+        logger.info(
+            "%s: %s; serving no KB", self, "the folder is gone" if folder is None else "it holds no KB"
+        )
+        return self._empty(), mark
+
+    def _empty(self) -> LoadedKB:
+        embedder, dim = self._shape
+        return LoadedKB(
+            kb=KnowledgeBase(), vectors=AnchorVectors(embedder=embedder, dim=dim), generation=None
+        )
 
 
 class BuilderSource:
@@ -185,6 +331,9 @@ class BuilderSource:
     def accept(self, mark: object) -> None:
         assert isinstance(mark, tuple)
         self._seen = mark
+
+    def fallback(self) -> Reading | None:
+        return None  # the builder's KB is always the builder's
 
 
 class KBView(Protocol):
@@ -309,25 +458,45 @@ class LiveKB:
             fresh = self._prepare(loaded, before.revision + 1)
         except (GravityError, OSError) as exc:
             self._retry_at, self._failed = self._clock() + self._wait, probe
+            served = self._serve_fallback(before)
             logger.warning(
-                "%s changed but cannot be read yet (%s); still serving %s, trying again in %.1f s",
+                "%s changed but cannot be read yet (%s); %s %s, trying again in %.1f s",
                 self._source,
                 exc,
-                _describe(before),
+                "now serving" if served else "still serving",
+                _describe(self._snapshot),
                 self._wait,
             )
             self._wait = min(self._wait * 2, MAX_RETRY_AFTER_S)
-            return False
+            return served
         self._source.accept(mark)
         self._snapshot = fresh  # one assignment: a query sees the old snapshot or the new one
         self._retry_at, self._wait, self._failed = 0.0, RETRY_AFTER_S, None
         logger.info("%s: now serving %s (was %s)", self._source, _describe(fresh), _describe(before))
         return True
 
+    def _serve_fallback(self, before: KBSnapshot) -> bool:
+        """After a failed read, serve what the source gives instead, if anything; whether it did."""
+        fallback = self._source.fallback()
+        if fallback is None:
+            return False
+        loaded, mark = fallback
+        try:
+            fresh = self._prepare(loaded, before.revision + 1)
+        except (GravityError, OSError) as exc:  # an empty KB's index failed (a Chroma server down)
+            logger.error("%s: cannot serve an empty KB instead (%s)", self._source, exc)
+            return False
+        self._source.accept(mark)
+        self._snapshot = fresh
+        return True
+
 
 def _describe(snapshot: KBSnapshot) -> str:
     kb = snapshot.kb
-    where = f"generation {snapshot.generation}" if snapshot.generation is not None else "the builder's KB"
+    if snapshot.generation is not None:
+        where = f"generation {snapshot.generation}"
+    else:
+        where = "the builder's KB" if kb.utterances else "an empty KB"
     return (
         f"{where} ({len(kb.utterances)} utterances, {len(kb.entities)} entities, "
         f"{len(kb.events)} events, {len(kb.topics)} topics)"
