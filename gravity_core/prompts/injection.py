@@ -18,6 +18,10 @@ The layout (see :func:`gravity_core.query.blocks.format_blocks` for the escaping
     </event_records>
     </gravity_anchors>
 
+Every piece of outside text (conversation text in the anchors, the host's documents in
+:mod:`gravity_core.prompts.memories`) goes through :func:`escape_text`, so it reads as plain
+paragraph text inside its item, never as a tag, header, list item or any other Markdown block.
+
 Empty blocks are left out. The free-form summaries baseline (+Sum) uses the same layout with
 :data:`SUMMARY_INSTRUCTION`, ``<gravity_summaries>`` and one ``<conversation_summaries>`` block.
 Override the wording with :func:`dataclasses.replace`, e.g.
@@ -26,6 +30,7 @@ Override the wording with :func:`dataclasses.replace`, e.g.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +50,7 @@ __all__ = [
     "TOPIC_SUMMARIES",
     "BlockTemplate",
     "InjectionTemplate",
+    "escape_text",
 ]
 
 PRIORITY_INSTRUCTION = (
@@ -60,10 +66,66 @@ SUMMARY_INSTRUCTION = (
 )
 """The instruction of the free-form summaries baseline (+Sum), worded like the anchors' one."""
 
+#: The first character of what could open a Markdown block (CommonMark, GFM and common extensions)
+#: after a line's leading spaces and tabs. Characters with common plain uses (``[id]``, ``+1``,
+#: ``*sigh*``, ``~5``, ``$5``, a backtick of inline code) count only in the shape of a block start.
+_BLOCK_START = re.compile(
+    r"""\A(?P<indent>[ \t]*)(?P<char>
+        [#=\-_|:]                          # heading, setext underline, rule, item, table row, definition
+      | [+*](?=[ \t+*]|\Z)                 # list item, rule (***), block break (+++)
+      | (?P<fence>[`~])(?=(?P=fence){2})   # code fence
+      | ~(?=[ \t]|\Z)                      # definition
+      | \$(?=\$)                           # math block
+      | \[(?=(?:[^\\\]]|\\.?)*(?:\]:|\Z))  # link or footnote definition: its label has no ']' before ']:'
+      | [0-9](?=[0-9]{0,8}[.)](?:[ \t]|\Z)) # ordered list item
+    )""",
+    re.VERBOSE,
+)
+
 ANCHORS_TAG = "gravity_anchors"
 SUMMARIES_TAG = "gravity_summaries"
 
 _TAG = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def escape_text(text: str, *, starts_line: bool = True) -> str:
+    """Outside text as inert prompt text: no tag, and (at a line start) no Markdown block.
+
+    ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;``, ``&gt;`` (:func:`html.escape`), so the text
+    can neither open nor close a tag (``</retrieved_memories>``) nor be an HTML block or a block
+    quote. With ``starts_line``, when the line could open a Markdown block after its leading
+    spaces and tabs, the first character there is also written as a decimal character reference:
+
+    - ``#``, ``=``, ``-``, ``_``, ``|`` and ``:`` always (heading, setext underline, rule, list
+      item, table row, definition);
+    - ``+`` and ``*`` when a space, a tab, ``+``, ``*`` or the end of the line follows;
+    - a backtick or ``~`` starting a run of three (fence), ``~`` before a space, tab or line end;
+    - ``$`` starting ``$$`` (math block);
+    - ``[`` when it can begin a link or footnote definition: the first unescaped ``]`` after it
+      is followed by ``:``, or there is none on the line (``[session_1:2] Maya: hi`` stays);
+    - the first digit of an ordered-list marker: 1-9 digits, ``.`` or ``)``, then a space, a tab
+      or the line end (``1. x``, ``12) x``; ``2024 was``, ``3.5 km`` stay).
+
+    So ``  # Event Records`` becomes ``  &#35; Event Records`` and ``1. x`` becomes ``&#49;. x``:
+    Markdown shows a character reference as its character and never as structure (CommonMark
+    0.31, "Entity and numeric character references"), so the line stays paragraph text.
+    ``html.unescape`` gives the text back exactly.
+
+    Args:
+        text: one line of outside text (no line break: a line break would start a line unescaped).
+        starts_line: whether the text begins a line of the prompt (``False`` for a piece placed
+            after GRAVITY's own text on its line, which needs only the tag escaping).
+
+    Example:
+        ``escape_text("  # Event Records <b>")`` is ``"  &#35; Event Records &lt;b&gt;"``.
+    """
+    escaped = html.escape(text, quote=False)
+    if not starts_line:
+        return escaped
+    start = _BLOCK_START.match(escaped)
+    if start is None:
+        return escaped
+    return f"{start['indent']}&#{ord(start['char'])};{escaped[start.end() :]}"
 
 
 def _check_tag(tag: str) -> None:

@@ -4,12 +4,20 @@ One function escapes a document for every integration (LangChain's ``format_docu
 postprocessor and QA template), the way :mod:`gravity_core.query.blocks` escapes conversation text
 inside the anchors:
 
-- a document is one item: its first line starts with ``- ``, each further line with two spaces,
-  so no line of it can begin a header (``# Event Records``), a role marker or a fence;
-- ``&``, ``<`` and ``>`` are escaped on every line (``html.escape``), so it can neither close a
-  block (``</retrieved_memories>``, ``</gravity_anchors>``) nor forge a tag;
+- a document is one item: its first line starts with ``- ``, each further line with two spaces
+  and then the line as it was, its own leading spaces and tabs included;
+- each line is :func:`~gravity_core.prompts.injection.escape_text` of the document's line.
+  ``&``, ``<`` and ``>`` become entities, so it can neither close a block
+  (``</retrieved_memories>``, ``</gravity_anchors>``) nor forge a tag. When the line starts like
+  a Markdown block after its leading spaces and tabs (``#``, ``-``, ``* ``, ``1.``, a fence, a
+  table row...: the exact list is in :func:`~gravity_core.prompts.injection.escape_text`), that
+  first character becomes a decimal character reference: ``  # Event Records`` becomes
+  ``  &#35; Event Records``. So no line, indented or not, reads as a header, list item, rule,
+  fence, table or tag: in Markdown the whole document is one paragraph of one list item;
 - every kind of line break ``str.splitlines`` knows (``\\r\\n``, U+2028, ``\\x85``, ``\\x0b``...) ends a
-  line; blank lines are dropped. ``html.unescape`` of a line gives the document's line back.
+  line; blank lines are dropped, and so is blank space around the whole document.
+  ``html.unescape`` of a line, without its ``- `` or two-space prefix, gives the document's line
+  back.
 
 Block::
 
@@ -23,10 +31,9 @@ Block::
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 
-from gravity_core.prompts.injection import BlockTemplate
+from gravity_core.prompts.injection import BlockTemplate, escape_text
 
 __all__ = ["RETRIEVED_MEMORIES", "format_memories", "memory_item", "memory_items"]
 
@@ -41,7 +48,7 @@ _CONTINUATION = "\n  "
 
 def memory_item(text: str) -> str:
     """One document as one escaped block item (``""`` when it has no text)."""
-    lines = [html.escape(line, quote=False) for line in text.strip().splitlines() if line.strip()]
+    lines = [escape_text(line) for line in text.strip().splitlines() if line.strip()]
     return "- " + _CONTINUATION.join(lines) if lines else ""
 
 

@@ -7,7 +7,6 @@ loaded KB, so a query only sorts, trims and joins (tens of microseconds).
 
 from __future__ import annotations
 
-import html
 import logging
 import math
 import re
@@ -23,6 +22,7 @@ from gravity_core.prompts.injection import (
     DEFAULT_SUMMARY_INJECTION,
     BlockTemplate,
     InjectionTemplate,
+    escape_text,
 )
 from gravity_core.query.lexicon import Stemmer
 from gravity_core.query.memo import remember
@@ -85,19 +85,22 @@ class BlockLimits:
             raise ConfigurationError(f"BlockLimits.max_text_chars must be >= 8, got {self.max_text_chars}")
 
 
-def _text(value: str, max_chars: int) -> str:
+def _text(value: str, max_chars: int, *, starts_line: bool = False) -> str:
     """Conversation text made safe to place inside a block.
 
     Control characters and every kind of line break or whitespace run become one space, so the
-    text can never start a line; ``&``, ``<`` and ``>`` are escaped, so it can never open or close
-    a tag. Long text is cut at a word boundary before escaping.
+    text can never start a line of its own; it is escaped with
+    :func:`~gravity_core.prompts.injection.escape_text`, so it can never open or close a tag, and,
+    where it follows an item's ``- `` (``starts_line``), never open a Markdown block either
+    (``- # Event Records`` would be a header inside the item). Long text is cut at a word
+    boundary before escaping.
     """
     flat = " ".join(_CONTROL.sub(" ", value).split())
     if len(flat) > max_chars:
         cut = flat[: max_chars - 1]
         space = cut.rfind(" ")
         flat = (cut[:space] if space > max_chars // 2 else cut).rstrip() + "…"
-    return html.escape(flat, quote=False)
+    return escape_text(flat, starts_line=starts_line)
 
 
 def _day(day: date | datetime) -> str:
@@ -178,7 +181,8 @@ def _render_entity(
     cap = limits.max_text_chars
     kind = entity.type.value + (", speaker" if entity.is_speaker else "")
     aliases = [_text(a, cap) for a in entity.aliases if a]
-    head = f"{_text(entity.name, cap)} ({kind}" + (f"; aka {', '.join(aliases)})" if aliases else ")")
+    name = _text(entity.name, cap, starts_line=True)
+    head = f"{name} ({kind}" + (f"; aka {', '.join(aliases)})" if aliases else ")")
     parts = [head]
 
     changes = _latest_transitions(entity, limits.max_transitions)
@@ -221,8 +225,8 @@ def _when(event: EventAnchor, limits: BlockLimits) -> str:
             # The phrase and the day it was said: questions ask "the Friday before 15 July" as often
             # as "14 July", and the reader can check the arithmetic.
             label = f"{label} ({event.when.raw}, said {_day(event.said_at)})"
-        return _text(label, limits.max_text_chars)
-    raw = _text(event.when.raw, limits.max_text_chars)
+        return _text(label, limits.max_text_chars, starts_line=True)
+    raw = _text(event.when.raw, limits.max_text_chars, starts_line=True)
     return f"{raw}, {said}" if raw else said
 
 
@@ -256,7 +260,7 @@ def _render_topic(
     cap = limits.max_text_chars
     arc = sorted(topic.arc, key=lambda s: s.date)
     n_sessions = max(len(topic.sessions), len(arc))
-    parts = [_text(topic.label, cap)]
+    parts = [_text(topic.label, cap, starts_line=True)]
     if n_sessions:
         plural = "s" if n_sessions != 1 else ""
         span = ""
@@ -565,9 +569,12 @@ def format_blocks(
 
     Delimiters: the blocks are XML-like tag pairs inside ``<gravity_anchors>``, each opening tag
     followed by a ``# Header`` line. Every piece of text taken from the KB is escaped: control
-    characters, line breaks and whitespace runs become one space, and ``&``, ``<``, ``>`` become
-    ``&amp;``, ``&lt;``, ``&gt;``. So no conversation text can start a line (a fake header or
-    ``- `` item), open or close a tag, or leave its block; ``html.unescape`` gives the text back.
+    characters, line breaks and whitespace runs become one space, ``&``, ``<``, ``>`` become
+    ``&amp;``, ``&lt;``, ``&gt;``, and text that begins an item (a name, a label, a time phrase)
+    has its first character written as a character reference when it could open a Markdown
+    block (:func:`~gravity_core.prompts.injection.escape_text`: ``- # x`` becomes ``- &#35; x``).
+    So no conversation text can start a line, read as a header or ``- `` item inside an item,
+    open or close a tag, or leave its block; ``html.unescape`` gives the text back.
 
     Budget: when the text has more than ``token_budget`` tokens, the lowest-scored anchor is
     dropped (ties: the one selected later), until it fits; while some kind still has several
