@@ -7,11 +7,25 @@ is retried a bounded number of times with exponential backoff (:class:`ChromaRet
 `tenacity <https://tenacity.readthedocs.io>`_'s); then the caller raises a
 :class:`~gravity_core.errors.ProviderError` naming the server's URL. Other failures (a bad request,
 a missing collection) are not retried.
+
+Chroma keeps what was deleted: its log (table ``embeddings_queue`` of ``chroma.sqlite3``) holds
+every written id and float32 vector until the collection's HNSW index is persisted, SQLite keeps
+deleted rows in free pages, the HNSW files keep deleted vectors, and a deleted collection's HNSW
+folder stays (chroma-core/chroma#5259). :func:`compact_chroma_folder` removes the last two kinds of
+leftover from a folder once the rows are gone from the collections. One leak is beyond reach: hnswlib
+writes an index's files at full capacity from uninitialised memory (chroma-core/chroma#7688), so the
+unused slots of any HNSW file may hold bytes the writing process once had in memory.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +44,7 @@ from gravity_core.errors import (
 __all__ = [
     "ChromaEndpoint",
     "ChromaRetry",
+    "compact_chroma_folder",
     "is_transient",
     "persistent_client",
     "require_chromadb",
@@ -262,3 +277,119 @@ class ChromaEndpoint:
                 f"Chroma server at {self.url} failed to {what}{tries}: {detail}", provider="chroma"
             )
         return AnchorStoreError(f"Chroma failed to {what}: {detail}", path=self.path)
+
+
+_DATABASE = "chroma.sqlite3"
+# Chroma's own command line (the ``chroma`` console script runs the same function), run as
+# ``chroma vacuum``; a subprocess, so its progress lines never reach the host's stdout.
+_CHROMA_CLI = "import sys; from chromadb_rust_bindings import cli; cli(['chroma', *sys.argv[1:]])"
+
+
+def compact_chroma_folder(path: str | Path, *, attempts: int = 8, timeout: float = 60.0) -> list[str]:
+    """Remove what an embedded Chroma folder still keeps of deleted rows and collections.
+
+    Two steps, both safe while a Chroma client or server uses the folder:
+
+    1. ``chroma vacuum --path PATH --force`` (Chroma's command line): purges the log rows every
+       index has consumed and runs SQLite's ``VACUUM``, which rewrites ``chroma.sqlite3`` without
+       the free pages that still held deleted ids, metadata and vectors. It reports a failure when
+       a write held the database at that moment, so it is run again (``attempts`` in all).
+    2. Deletes the HNSW folders of deleted collections, which Chroma leaves in place
+       (chroma-core/chroma#5259): the sub-folders named by a UUID that no row of the database's
+       ``segments`` table names (read-only; the folders are listed first, and Chroma writes a
+       segment's row before its folder, so a collection created meanwhile is never touched).
+
+    Rows deleted from a collection that still exists stay in its log and HNSW files: rebuild the
+    collection first (:meth:`ChromaAnchorIndex.sync` with ``purge=True`` does), then compact.
+    For a Chroma server, run this on the server's ``--path`` folder.
+
+    Args:
+        path: the folder (``PersistentClient(path)``, ``chroma run --path``).
+        attempts: vacuum runs before giving up.
+        timeout: seconds each run waits for the database's lock.
+
+    Returns:
+        The names of the HNSW folders deleted.
+
+    Raises:
+        ConfigurationError: ``attempts`` is below 1.
+        AnchorStoreError: the folder holds no Chroma database, its segments cannot be read, or
+            every vacuum failed (the message names the folder).
+    """
+    if attempts < 1:
+        raise ConfigurationError(f"attempts must be >= 1, got {attempts}")
+    folder = Path(path)
+    if not (folder / _DATABASE).is_file():
+        raise AnchorStoreError(f"no Chroma database ({_DATABASE}) to compact", path=str(folder))
+    removed = _remove_orphan_segments(folder, timeout)
+    _vacuum(folder, attempts, timeout)
+    logger.info("chroma folder %s compacted; deleted collections' folders removed: %s", folder, removed)
+    return removed
+
+
+def _remove_orphan_segments(folder: Path, timeout: float) -> list[str]:
+    candidates = [entry for entry in folder.iterdir() if entry.is_dir() and _is_uuid(entry.name)]
+    if not candidates:
+        return []
+    database = (folder / _DATABASE).resolve()
+    try:
+        connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True, timeout=timeout)
+        try:
+            live = {str(row[0]) for row in connection.execute("SELECT id FROM segments")}
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        raise AnchorStoreError(
+            f"cannot read the segments of the Chroma database to find deleted collections' folders: {exc}",
+            path=str(folder),
+        ) from exc
+    removed = sorted(entry.name for entry in candidates if entry.name not in live)
+    for name in removed:
+        _remove_tree(folder / name)
+    return removed
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete ``path``; another compaction of the same folder may be deleting it at the same time."""
+    for _ in range(3):
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            continue
+        return
+    if path.exists():
+        raise AnchorStoreError("cannot delete a deleted collection's folder", path=str(path))
+
+
+def _is_uuid(name: str) -> bool:
+    try:
+        return str(uuid.UUID(name)) == name
+    except ValueError:
+        return False
+
+
+def _vacuum(folder: Path, attempts: int, timeout: float) -> None:
+    command = [sys.executable, "-c", _CHROMA_CLI, "vacuum", "--path", str(folder), "--force"]
+    command += ["--timeout", str(max(1, round(timeout)))]
+    detail = ""
+    for attempt in range(1, attempts + 1):
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+        else:
+            # The command exits 0 even when it fails; it says so on stderr.
+            if done.returncode == 0 and "fail" not in done.stderr.lower():
+                return
+            detail = (done.stderr.strip() or done.stdout.strip())[-500:]
+        if attempt < attempts:
+            wait = min(2.0, 0.05 * 2 ** (attempt - 1))
+            logger.info(
+                "chroma vacuum of %s failed (attempt %d of %d); again in %.2fs",
+                folder,
+                attempt,
+                attempts,
+                wait,
+            )
+            time.sleep(wait)
+    raise AnchorStoreError(f"chroma vacuum failed {attempts} times: {detail}", path=str(folder))
