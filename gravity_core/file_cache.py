@@ -11,14 +11,16 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import threading
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
+from gravity_core.errors import AnchorStoreError
 from gravity_core.files import new_temp_file
 from gravity_core.storage_errors import os_errors
 
-__all__ = ["RecordedFiles", "prune_folder"]
+__all__ = ["RecordedFiles", "link_on_the_way", "prune_folder", "refuse_linked_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,27 +71,66 @@ class RecordedFiles:
         except (OSError, ValueError) as exc:  # ValueError: text UTF-8 cannot encode
             logger.warning("could not write cache entry %s: %s", path, exc)
 
-    def prune(self, keep: Collection[Path]) -> int:
-        """Delete every file under the cache's folder but ``keep``; how many were deleted."""
-        return prune_folder(self.directory, keep)
+
+def link_on_the_way(folder: Path, root: Path) -> Path | None:
+    """The first symbolic link from ``root`` (excluded) down to ``folder`` and its subfolders one
+    level down, or ``None``; ``folder`` must lie lexically below ``root``."""
+    relative = Path(os.path.abspath(folder)).relative_to(os.path.abspath(root))
+    path = Path(os.path.abspath(root))
+    for part in relative.parts:
+        path = path / part
+        if path.is_symlink():
+            return path
+    if path.is_dir():
+        with os.scandir(path) as entries:
+            return next((path / e.name for e in entries if e.is_symlink() and e.is_dir()), None)
+    return None
 
 
-def prune_folder(directory: Path, keep: Collection[Path]) -> int:
-    """Delete every file under ``directory`` (at any depth) but ``keep``; returns how many.
+def prune_folder(directory: Path, keep: Collection[Path], *, root: Path) -> int:
+    """Delete every regular file under ``directory`` (at any depth) but ``keep``; returns how many.
 
     After a forget rebuilt the KB, the entries it did not use are prompts and parses of the old
-    build, which may hold the forgotten text.
+    build, which may hold the forgotten text. Only what is provably the KB's own goes:
+    ``directory`` must be a real folder inside the KB folder ``root``, no symbolic link is
+    followed on the way or below, and links and other special files are left as they are.
 
     Raises:
+        AnchorStoreError: ``directory`` is outside ``root`` or reached through a link (nothing
+            is deleted).
         StorageAccessError: a file could not be deleted (the forget is then incomplete).
     """
-    kept = {Path(p).resolve() for p in keep}
+    if not Path(os.path.abspath(directory)).is_relative_to(os.path.abspath(root)):
+        raise AnchorStoreError(
+            f"is outside the KB folder {root}: a forget deletes nothing there", path=str(directory)
+        )
+    refuse_linked_cache(directory, root)
+    kept = {os.path.abspath(p) for p in keep}
     removed = 0
     if not directory.is_dir():
         return 0
     with os_errors(directory):
-        for path in sorted(directory.rglob("*")):
-            if path.is_file() and not path.is_symlink() and path.resolve() not in kept:
-                path.unlink()
-                removed += 1
+        for folder, _, files in os.walk(directory, followlinks=False):
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                if stat.S_ISREG(os.lstat(path).st_mode) and os.path.abspath(path) not in kept:
+                    os.unlink(path)
+                    removed += 1
     return removed
+
+
+def refuse_linked_cache(directory: Path, root: Path) -> None:
+    """Raise unless ``directory`` (inside the KB folder ``root``) is reached through no link.
+
+    Raises:
+        AnchorStoreError: naming the link and where it points.
+    """
+    link = link_on_the_way(directory, root)
+    if link is None:
+        return
+    raise AnchorStoreError(
+        f"is a symbolic link (to {os.readlink(link)}); GRAVITY keeps a KB's caches in real folders inside "
+        f"the KB folder, so that a forget deletes only its own files: replace the link by a folder "
+        "(to use another disk, move the whole KB folder there)",
+        path=str(link),
+    )

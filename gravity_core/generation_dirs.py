@@ -32,6 +32,8 @@ __all__ = [
     "fsync_dir",
     "generation_folder",
     "history_start",
+    "marker_of",
+    "named_generations",
     "next_generation",
     "owned_generations",
     "first_saves",
@@ -57,7 +59,7 @@ def generation_folder(directory: Path, generation: int) -> Path:
     return directory / f"g{generation:06d}"
 
 
-def _marker(folder: Path) -> dict[str, object]:
+def marker_of(folder: Path) -> dict[str, object]:
     """The folder's marker (empty when it has none or it does not parse)."""
     try:
         marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
@@ -67,8 +69,19 @@ def _marker(folder: Path) -> dict[str, object]:
 
 
 def _marker_says(folder: Path, fmt: str, generation: int) -> bool:
-    marker = _marker(folder)
+    marker = marker_of(folder)
     return marker.get("format") == fmt and marker.get("generation") == generation
+
+
+def named_generations(directory: Path) -> list[int]:
+    """Numbers of the real folders named like a generation (``g000007``), owned or not, oldest first."""
+    if not directory.is_dir():
+        return []
+    return sorted(
+        int(match.group(1))
+        for path in directory.iterdir()
+        if (match := _FINAL.match(path.name)) and path.is_dir() and not path.is_symlink()
+    )
 
 
 def owned_generations(directory: Path, fmt: str) -> list[int]:
@@ -144,7 +157,7 @@ def _torn_marker_only(folder: Path) -> bool:
         names = [p.name for p in folder.iterdir()]
     except OSError:
         return False
-    return names == [MARKER] and not _marker(folder)
+    return names == [MARKER] and not marker_of(folder)
 
 
 def _remove_marked(folder: Path) -> None:
@@ -172,7 +185,7 @@ def history_start(directory: Path, fmt: str) -> int:
     """The newest owned generation whose marker says it began a new history (0 when none did)."""
     owned = owned_generations(directory, fmt)
     return max(
-        (g for g in owned if _marker(generation_folder(directory, g)).get("history_dropped")), default=0
+        (g for g in owned if marker_of(generation_folder(directory, g)).get("history_dropped")), default=0
     )
 
 
@@ -181,7 +194,7 @@ def first_saves(directory: Path, fmt: str) -> list[int]:
     return [
         g
         for g in owned_generations(directory, fmt)
-        if _marker(generation_folder(directory, g)).get("previous", 0) is None
+        if marker_of(generation_folder(directory, g)).get("previous", 0) is None
     ]
 
 

@@ -59,6 +59,7 @@ from pydantic import ValidationError
 
 from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError, ConfigurationError
+from gravity_core.file_cache import refuse_linked_cache
 from gravity_core.files import (
     NpyRows,
     RowReader,
@@ -86,12 +87,15 @@ from gravity_core.generation_delta import (
     rows_after,
 )
 from gravity_core.generation_dirs import (
+    MARKER,
     WRITER_LOCK,
     check_output_folder,
     first_saves,
     fsync_dir,
     generation_folder,
     history_start,
+    marker_of,
+    named_generations,
     next_generation,
     owned_generations,
     remove_generations,
@@ -111,7 +115,16 @@ from gravity_core.packed_kb import (
 from gravity_core.schema import SCHEMA_VERSION, BuildInfo, KnowledgeBase
 from gravity_core.storage_errors import check_writable, os_errors
 
-__all__ = ["JOURNAL", "MANIFEST", "WRITER_LOCK", "AnchorStore", "LoadedKB", "SavableKB", "write_json_atomic"]
+__all__ = [
+    "JOURNAL",
+    "MANIFEST",
+    "PAGE",
+    "WRITER_LOCK",
+    "AnchorStore",
+    "LoadedKB",
+    "SavableKB",
+    "write_json_atomic",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +132,10 @@ MANIFEST = "manifest.json"
 #: The format name in each generation folder's marker.
 FORMAT = "gravity-kb"
 CACHE = "cache"
+#: The explorer page ``gravity show`` writes into the KB folder by default, and the line of its
+#: head that proves GRAVITY wrote it. It holds the KB's text, so a forget deletes it.
+PAGE = "anchors.html"
+PAGE_GENERATOR = '<meta name="generator" content="gravity show">'
 _PARTS = ("utterances", "entities", "events", "topics", "summaries", "build")
 CHECKSUMS = "checksums.json"
 _DIGEST = "blake2b-128"
@@ -292,11 +309,20 @@ class AnchorStore:
         # Who holds the writer lock through this store, and how deep (a save inside a build).
         self._lock_owner: int | None = None
         self._lock_depth = 0
+        # The generations whose markers the writer holding the lock restored as it took it.
+        self._markers_restored: set[int] = set()
 
     @property
     def cache_dir(self) -> Path:
-        """Where model responses for builds of this KB are cached."""
-        return self.directory / CACHE
+        """Where model responses, parses and kept answers for builds of this KB are cached.
+
+        Raises:
+            AnchorStoreError: the folder, or a folder in it, is a symbolic link: a build would
+                write through it and a forget could not tell the KB's files from others'.
+        """
+        cache = self.directory / CACHE
+        refuse_linked_cache(cache, self.directory)
+        return cache
 
     @_os_errors("read")
     def exists(self) -> bool:
@@ -307,6 +333,12 @@ class AnchorStore:
     def current_generation(self) -> int | None:
         """The generation the manifest names now (``None`` when there is no readable KB)."""
         return self._peek_generation()
+
+    @_os_errors("read")
+    def last_save_was_forget(self) -> bool:
+        """Whether the current generation is a forget's (the first of a new history)."""
+        current = self._peek_generation()
+        return current is not None and history_start(self.directory, FORMAT) == current
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[None]:
@@ -342,10 +374,11 @@ class AnchorStore:
                 self._lock_owner, self._lock_depth = None, 0
 
     def _finish_interrupted_writes(self) -> None:
-        """Remove what a killed save left (its staging folder, a half-deleted generation), also when
-        this writer saves nothing; and finish a forget killed before it deleted what came before
-        it: the generations older than the newest one that began a new history, and a journal that
-        followed one of them."""
+        """Restore damaged generation markers (:meth:`_repair_markers`); remove what a killed save
+        left (its staging folder, a half-deleted generation), also when this writer saves nothing;
+        and finish a forget killed before it deleted what came before it: the generations older
+        than the newest one that began a new history, and a journal that followed one of them."""
+        self._markers_restored = self._repair_markers()
         start = history_start(self.directory, FORMAT)
         stale = [g for g in self._generations() if g < start]
         journal = self.directory / JOURNAL
@@ -371,7 +404,12 @@ class AnchorStore:
         manifest = self.directory / MANIFEST
         if not manifest.exists():
             check_output_folder(self.directory, FORMAT, {WRITER_LOCK, CACHE, JOURNAL}, self._rollback_hint())
-        elif not manifest.is_file():
+        self._check_manifest_slot()
+
+    def _check_manifest_slot(self) -> None:
+        """Refuse a folder (or anything but a file) where the manifest belongs, naming it."""
+        manifest = self.directory / MANIFEST
+        if manifest.exists() and not manifest.is_file():
             raise AnchorStoreError(
                 "is not a file (GRAVITY keeps the KB's manifest there): move it away", path=str(manifest)
             )
@@ -480,6 +518,8 @@ class AnchorStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         fsync_dir(self.directory)
+        if not keep_history:
+            self._remove_page()
         on_disk = self._generations()
         self._write_manifest(generation, kb, vectors.embedder, on_disk)
         journal = self.directory / JOURNAL
@@ -517,7 +557,8 @@ class AnchorStore:
                 if self._delta_index(base_folder) is not None:
                     return None  # (never written: a delta's base is a full generation)
             index = self._read_json(base_folder / CHECKSUMS)
-            files, counts, orders = dict(index["files"]), index.get("counts"), index.get("orders")
+            files = {name: digest for name, digest in index["files"].items() if name != MARKER}  # KB files
+            counts, orders = index.get("counts"), index.get("orders")
             if not isinstance(counts, dict) or not isinstance(orders, dict):  # an older version's
                 return None
             base = BaseGeneration(
@@ -615,6 +656,10 @@ class AnchorStore:
                 except _JournalMismatch as exc:
                     logger.warning("%s; building on generation %d alone", exc, current)
                     return self._load_generation(current, manifest.get("checksums"), vector_kinds)
+            except _MarkerDamaged:
+                if self._peek_generation() not in (None, current):
+                    continue
+                raise
             except AnchorStoreError as exc:
                 if self._peek_generation() not in (None, current):
                     logger.debug("KB generation %d replaced while reading it, reading again", current)
@@ -756,8 +801,32 @@ class AnchorStore:
         with self.writer(), os_errors(self.directory):
             return self._rollback()
 
+    def _remove_page(self) -> None:
+        """Delete the explorer page ``gravity show`` wrote into the folder (before a forget's
+        generation becomes current: the page shows the turns forgotten)."""
+        page = self.directory / PAGE
+        if page.is_symlink() or not page.is_file():
+            return
+        with page.open("rb") as handle:
+            head = handle.read(4096)
+        if PAGE_GENERATOR.encode() in head:
+            page.unlink()
+            logger.info("%s: deleted the explorer page (a forget); 'gravity show' writes it anew", page)
+        else:
+            logger.warning("%s was not written by 'gravity show': left as it is", page)
+
     def _rollback(self) -> int:
         current = self._peek_generation()
+        if current in self._markers_restored:  # its marker was all that was damaged?
+            try:
+                self._load_generation(current)
+            except AnchorStoreError as exc:
+                logger.warning("generation %d does not load with its marker restored: %s", current, exc)
+            else:
+                logger.warning(
+                    "%s: generation %d is current again, its marker restored", self.directory, current
+                )
+                return current
         start = history_start(self.directory, FORMAT)  # a forget's generation: nothing before it returns
         candidates = [g for g in self._generations() if (current is None or g < current) and g >= start]
         for generation in reversed(candidates):
@@ -858,6 +927,7 @@ class AnchorStore:
         # A file whose digest does not match is reported after parsing and validation, so that a
         # file that is not JSON, or breaks the schema, is reported with that more precise reason.
         check = _Checks(self._read_checksums(folder, checksums_digest))
+        self._check_marker(folder, generation, check)
         delta = self._delta_index(folder, check)
         data: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
         changed_ids: dict[str, set[str]] = {}
@@ -910,6 +980,7 @@ class AnchorStore:
         if not folder.is_dir():
             raise AnchorStoreError("generation folder missing", path=str(folder))
         check = _Checks(self._read_checksums(folder, checksums_digest))
+        self._check_marker(folder, generation, check)
         delta = self._delta_index(folder, check)
         records = {
             part: self._read_records(
@@ -962,6 +1033,69 @@ class AnchorStore:
         except ValueError as exc:
             raise AnchorStoreError(f"corrupt JSON: {exc}", path=str(base_path)) from exc
 
+    @staticmethod
+    def _check_marker(folder: Path, generation: int, check: _Checks) -> None:
+        """Raise :class:`_MarkerDamaged` unless the folder's marker is whole and names it."""
+        path = folder / MARKER
+        marker = marker_of(folder)
+        if not path.is_file():
+            problem = "missing"
+        elif marker.get("format") != FORMAT or marker.get("generation") != generation:
+            problem = "unreadable or naming another folder"
+        elif (
+            check.digests is not None
+            and MARKER in check.digests
+            and _digest_file(path) != check.digests[MARKER]
+        ):
+            problem = f"corrupt: does not match its {_DIGEST} digest in {CHECKSUMS}"
+        else:
+            return
+        repair = (
+            f"'gravity build -o {folder.parent} --rollback' (AnchorStore.rollback()) restores it from "
+            f"{CHECKSUMS}"
+            if check.digests is not None and MARKER in check.digests
+            else "restore the KB folder from a backup or build it again"
+        )
+        raise _MarkerDamaged(
+            f"generation marker {problem} (it proves the folder is GRAVITY's, so no save, forget or "
+            f"rollback would touch the folder without it); {repair}",
+            path=str(path),
+        )
+
+    def _repair_markers(self) -> set[int]:
+        """Rewrite the damaged markers of generation folders whose checksum list holds theirs; which.
+
+        A folder named like a generation proves itself ours by a checksum list that names its
+        generation and format and holds the marker's digest: without its marker a forget would
+        leave it on disk (with whatever it holds) and a rollback would skip it.
+        """
+        repaired: set[int] = set()
+        for generation in named_generations(self.directory):
+            folder = generation_folder(self.directory, generation)
+            marker = marker_of(folder)
+            if marker.get("format") == FORMAT and marker.get("generation") == generation:
+                continue
+            try:
+                index = json.loads((folder / CHECKSUMS).read_bytes())
+                recorded = index["marker"]
+                body = json.dumps(recorded).encode("utf-8")
+                proven = (
+                    recorded.get("format") == FORMAT
+                    and recorded.get("generation") == generation
+                    and index["files"][MARKER] == _digest_bytes(body)
+                )
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if proven:
+                write_bytes_atomic(folder / MARKER, body)
+                repaired.add(generation)
+                logger.warning(
+                    "%s: restored the damaged marker of g%06d from its %s", folder, generation, CHECKSUMS
+                )
+        if repaired:
+            fsync_dir(self.directory)
+        return repaired
+
     def _delta_index(self, folder: Path, check: _Checks | None = None) -> DeltaIndex | None:
         """``delta.json`` of a delta generation (``None``: a full one).
 
@@ -999,6 +1133,7 @@ class AnchorStore:
 
         Only generations a written manifest names are ever pruned.
         """
+        self._check_manifest_slot()
         checksums = generation_folder(self.directory, generation) / CHECKSUMS
         manifest = {
             "schema_version": SCHEMA_VERSION,
@@ -1208,10 +1343,13 @@ def _write_npy_file(path: Path, matrix: Any) -> str:
 def _write_checksums(folder: Path, digests: dict[str, str], kb: SavableKB) -> None:
     """The generation's checksum list, and each part's count and ids in order (what a delta over it checks).
 
-    Not listed: the ownership marker, which is not KB content (a damaged one only makes the
-    store leave the folder be).
+    The ownership marker is listed too, and kept whole under ``"marker"``: a damaged marker is
+    reported like any file, and a writer restores it from there (:meth:`AnchorStore.writer`).
     """
+    marker = (folder / MARKER).read_bytes()
+    digests = {**digests, MARKER: _digest_bytes(marker)}
     index: dict[str, Any] = {"algorithm": _DIGEST, "files": dict(sorted(digests.items()))}
+    index["marker"] = json.loads(marker)
     index["counts"] = {part: len(getattr(kb, part)) for part in PARTS}
     if isinstance(kb, KnowledgeBase):  # a part streamed as JSON has no ids to hand (no delta follows it)
         index["orders"] = {part: key_order(getattr(kb, part)) for part in PARTS}
@@ -1262,6 +1400,10 @@ def _anchor_count(kb: KnowledgeBase | None, kind: str) -> int | None:
         return None
     counted = {"entity": len(kb.entities), "event": len(kb.events), "topic": len(kb.topics)}
     return counted.get(kind)
+
+
+class _MarkerDamaged(AnchorStoreError):
+    """A generation's ownership marker is missing, unreadable, or not the one saved with it."""
 
 
 class _Checks:

@@ -154,7 +154,7 @@ def test_forget_equals_a_build_without_the_session(
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--speaker", "jonas"], lambda u: u.speaker == "Jonas"),
+        (["--speaker", "Jonas"], lambda u: u.speaker == "Jonas"),
         (
             ["--utterance", "session_1:2", "--utterance", "session_3:5"],
             lambda u: u.id in {"session_1:2", "session_3:5"},
@@ -192,7 +192,7 @@ def test_nothing_left_to_forget_leaves_the_kb_alone(
     ("flags", "message"),
     [
         (["--session", "nope"], "no session 'nope' in this KB; it holds: session_1, session_2, session_3"),
-        (["--speaker", "Nobody"], "no speaker 'nobody' in this KB"),
+        (["--speaker", "Nobody"], "no speaker 'Nobody' in this KB"),
         ([], "--utterance, --session, --speaker or --before"),
         (["--before", "notadate"], "--before 'notadate': expected an ISO date"),
         (["--before", "2024-02-04T10:00"], "--before '2024-02-04T10:00' has no timezone"),

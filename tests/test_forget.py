@@ -387,7 +387,7 @@ def test_a_rollback_never_returns_to_before_a_forget(tmp_path: Path) -> None:
     kept_aside = tmp_path / "aside"
     shutil.copytree(generation_folder(folder, old), kept_aside)
 
-    builder.forget(ForgetRequest(speakers=("jonas",)))  # speakers match case-insensitively
+    builder.forget(ForgetRequest(speakers=("Jonas",)))
     assert all(u.speaker == "Maya" for u in AnchorStore(folder).load().kb.utterances.values())
     with pytest.raises(AnchorStoreError, match="no earlier generation"):
         AnchorStore(folder).rollback()
@@ -441,7 +441,7 @@ def test_a_forget_in_memory_needs_no_store(nlp: Any, sample: list[Utterance]) ->
     [
         ({"sessions": ("session_9",)}, r"no session 'session_9' in this KB; it holds: session_1"),
         ({"utterances": ("S9:9",)}, r"no utterance 'S9:9' in this KB; it holds: S1:1"),
-        ({"speakers": ("Nobody",)}, r"no speaker 'nobody' in this KB; it holds: Maya, Jonas"),
+        ({"speakers": ("Nobody",)}, r"no speaker 'Nobody' in this KB; it holds: Maya, Jonas"),
     ],
 )
 def test_a_request_for_what_the_kb_lacks_is_refused_and_changes_nothing(

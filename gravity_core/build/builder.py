@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,8 +22,8 @@ from gravity_core.errors import (
     UnexpectedModelOutput,
 )
 from gravity_core.extract.base import Extractor, FileCaching, SessionSpanning, TurnVectorReader
-from gravity_core.file_cache import prune_folder
-from gravity_core.forget import ForgetReport, ForgetRequest
+from gravity_core.file_cache import RecordedFiles, prune_folder, refuse_linked_cache
+from gravity_core.forget import ForgetReport, ForgetRequest, NothingNamedHeld
 from gravity_core.journal import JournalEncoder
 from gravity_core.kb_changes import KBChanges
 from gravity_core.lineage import lineage_of, next_lineage
@@ -290,8 +291,16 @@ class AnchorBuilder:
                     f"this KB was built with {what} '{built_with}'; forget with the same {what} "
                     f"(not '{mine}'), so what remains is what a build of the remaining utterances makes"
                 )
-        ids = set(request.select(self.kb))
         report = ForgetReport(before=anchor_counts(self.kb))
+        try:
+            ids = set(request.select(self.kb))
+        except NothingNamedHeld as exc:
+            if not (exc.all_missing and self.store is not None and self.store.last_save_was_forget()):
+                raise
+            # A forget run again once it completed (its first run may have been killed after its save).
+            logger.info("nothing to forget: %s (the KB's last save was a forget)", exc)
+            report.already_gone = exc.missing
+            ids = set()
         if not ids:
             report.remaining, report.after = len(self.kb.utterances), report.before
             return report
@@ -301,6 +310,7 @@ class AnchorBuilder:
         self.vectors = AnchorVectors(embedder=old[1].embedder or self.embedder.name, dim=old[1].dim)
         self._index, self._changes = MergeIndex(self.kb), KBChanges()
         caches = self.extractor.caches() if isinstance(self.extractor, FileCaching) else []
+        own, report.caches_not_pruned = self._own_cache_folders(caches)
         try:
             with contextlib.ExitStack() as recording:
                 used = [recording.enter_context(cache.recording()) for cache in caches]
@@ -315,10 +325,15 @@ class AnchorBuilder:
         # request would name what the KB no longer holds); killed before, it runs again in full.
         # Under the KB's cache/ nothing but what the rebuild used stays, whichever cache wrote it.
         kept: set[Path] = set().union(*used)
-        folders = {cache.directory for cache in caches}
         if self.store is not None:
-            folders.add(self.store.cache_dir)
-        report.cache_entries_removed = sum(prune_folder(folder, kept) for folder in sorted(folders))
+            root = self.store.directory
+            report.cache_entries_removed = sum(prune_folder(f, kept, root=root) for f in sorted(own))
+        for folder in report.caches_not_pruned:
+            logger.warning(
+                "%s is outside the KB folder (a cache other KBs may share): a forget deletes nothing "
+                "there, so it may still hold prompts of the forgotten turns",
+                folder,
+            )
         if self.store is not None:
             report.generation = self._generation = self.store.save(self.kb, self.vectors, keep_history=False)
             self._journal_end = 0
@@ -333,6 +348,25 @@ class AnchorBuilder:
             report.after,
         )
         return report
+
+    def _own_cache_folders(self, caches: list[RecordedFiles]) -> tuple[set[Path], list[Path]]:
+        """The cache folders a forget prunes (the store's ``cache/`` and those inside it), and the
+        extractor's cache folders outside the KB folder, which it leaves as they are.
+
+        Raises:
+            AnchorStoreError: a cache folder inside the KB folder is reached through a symbolic link
+                (checked before anything is rebuilt).
+        """
+        folders = {Path(os.path.abspath(cache.directory)) for cache in caches}
+        if self.store is None:
+            return set(), sorted(folders)
+        root = Path(os.path.abspath(self.store.directory))
+        own = {Path(os.path.abspath(self.store.cache_dir))}  # refuses a linked cache/
+        for folder in folders:
+            if folder.is_relative_to(root):
+                refuse_linked_cache(folder, root)
+                own.add(folder)
+        return own, sorted(folders - own)
 
     def retry_failed(self, *, progress: ProgressCallback | None = None) -> BuildReport:
         """Extract again the batches recorded as failed, and only those.

@@ -7,6 +7,7 @@ every earlier one is deleted, so ``gravity build --rollback`` cannot bring the f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -21,7 +22,7 @@ from gravity_core.build.builder import AnchorBuilder, ProgressCallback
 from gravity_core.cli.build_cmd import ExtractorKind, _chat_model, _extractor, _progress_bar
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
-from gravity_core.forget import ForgetReport, ForgetRequest
+from gravity_core.forget import ForgetReport, ForgetRequest, NothingNamedHeld
 from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
 from gravity_core.providers import embedder_from_name, load_embedder
 from gravity_core.query.question_date import parse_iso_moment
@@ -104,7 +105,20 @@ def _progress_once_started(console: Console, label: str) -> Iterator[ProgressCal
         yield progress
 
 
+def _plan(kb_dir: Path, selected: dict[str, list[str]]) -> str:
+    """What the forget removes, per thing named (printed before anything is removed)."""
+    total = sum(len(ids) for ids in selected.values())
+    parts = "; ".join(f"{why}: {len(ids)}" for why, ids in selected.items())
+    return f"{kb_dir}: forgetting {total} utterance(s) ({parts})" if total else f"{kb_dir}: nothing to forget"
+
+
 def _summary(kb_dir: Path, report: ForgetReport) -> str:
+    if report.already_gone:
+        named = ", ".join(f"{kind} {value!r}" for kind, value in report.already_gone)
+        return (
+            f"{kb_dir}: nothing to forget: the KB holds no {named}, and its last save was a forget "
+            "(already forgotten); the KB is unchanged"
+        )
     if report.generation is None:
         return f"{kb_dir}: nothing to forget ({report.remaining} utterances remain); the KB is unchanged"
     counts = ", ".join(
@@ -117,6 +131,11 @@ def _summary(kb_dir: Path, report: ForgetReport) -> str:
     )
     if report.cache_entries_removed:
         line += f"; {report.cache_entries_removed} cached file(s) of the old build removed"
+    for folder in report.caches_not_pruned:
+        line += (
+            f"; the cache {folder} is outside the KB folder and was left as it is "
+            "(it may hold prompts of the forgotten turns)"
+        )
     return line
 
 
@@ -130,7 +149,11 @@ def forget(
     ] = None,
     speaker: Annotated[
         list[str] | None,
-        typer.Option(metavar="NAME", help="Speaker whose utterances to forget (repeatable, case ignored)."),
+        typer.Option(
+            metavar="NAME",
+            help="Speaker whose utterances to forget: the name exactly as stored, or an alias the KB "
+            "recorded (repeatable).",
+        ),
     ] = None,
     before: Annotated[
         str | None,
@@ -156,6 +179,9 @@ def forget(
             metavar="NAME", help="minilm or hashing[:DIM] (default: the one the KB was built with)."
         ),
     ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be forgotten, and change nothing.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Forget utterances (by id, session, speaker or date) and all the KB knows only from them."""
@@ -163,14 +189,20 @@ def forget(
     store = AnchorStore(kb_dir)
     if not store.exists():
         raise ConfigurationError(f"{kb_dir}: KB_DIR holds no KB (build one with 'gravity build -o KB_DIR')")
-    built = store.load(vector_kinds=()).kb.build
+    kb = store.load(vector_kinds=()).kb
+    console = Console(stderr=True, quiet=quiet and not dry_run)
+    if dry_run:
+        console.print(_plan(kb_dir, request.selected(kb)) + " (dry run: nothing removed)", soft_wrap=True)
+        return
+    built = kb.build
     _check_extractor(built, extractor)
     chat = _chat_model(extractor, model, RetryPolicy(), DEFAULT_MAX_CONCURRENCY)
     anchor_embedder = _embedder(embedder, built)
     builder = AnchorBuilder(
         _extractor(chat, fused, store, anchor_embedder, DEFAULT_MAX_CONCURRENCY), anchor_embedder, store=store
     )
-    console = Console(stderr=True, quiet=quiet)
+    with contextlib.suppress(NothingNamedHeld):  # the builder says so (or that it was already forgotten)
+        console.print(_plan(kb_dir, request.selected(builder.kb)), soft_wrap=True)
     with _progress_once_started(console, "rebuilding") as progress:
         report = builder.forget(request, progress=progress)
     console.print(_summary(kb_dir, report), soft_wrap=True)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gravity_core.explorer import write_explorer
-from gravity_core.store import AnchorStore
+from gravity_core.store import PAGE, AnchorStore
 
 
 def show(
@@ -25,9 +25,7 @@ def show(
     The page needs no network: open it from disk in any browser.
     """
     kb = AnchorStore(kb_dir).load().kb
-    path = write_explorer(
-        kb, output if output is not None else kb_dir / "anchors.html", title=kb_dir.resolve().name
-    )
+    path = write_explorer(kb, output if output is not None else kb_dir / PAGE, title=kb_dir.resolve().name)
     typer.echo(
         f"{path}: {len(kb.entities)} entities, {len(kb.events)} events, {len(kb.topics)} topics",
         err=True,
