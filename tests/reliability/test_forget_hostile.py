@@ -11,15 +11,19 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from gravity_core.anchor_vectors import anchor_texts
 from gravity_core.build import AnchorBuilder
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.forget import ForgetRequest
 from gravity_core.generation_dirs import MARKER
 from gravity_core.llm.cache import ResponseCache
+from gravity_core.schema import AnchorKind, KnowledgeBase
 from gravity_core.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.test_cli_forget import error_line, run, run_ok
@@ -298,3 +302,55 @@ def test_a_typo_is_still_an_error_when_the_last_save_was_not_a_forget(
 ) -> None:
     line = error_line(["forget", str(kb), "--session", "session_22"], capsys)
     assert "no session 'session_22'" in line
+
+
+# -- the whole flow, as a user runs it: each command a process of its own -------------------------
+
+
+def gravity(*argv: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gravity_core", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_after_show_and_forget_neither_the_kb_nor_its_chroma_folder_holds_a_byte_of_it(
+    kb: Path, tmp_path: Path
+) -> None:
+    """Byte search (raw, UTF-8/16/32, decompressed streams; vector rows as float32, normalised or
+    float16, exact or within rounding) of the KB folder and of the embedded Chroma folder the
+    queries synced, after ``gravity show`` and ``gravity forget``."""
+    from tests.test_chroma_forget import forgotten_between, leftovers, rows_of
+
+    chroma = tmp_path / "chroma"
+    question = "Where does Maya work?"
+    gravity("query", str(kb), question, "--chroma-path", str(chroma))
+    gravity("show", str(kb))
+    before = AnchorStore(kb).load()
+    texts_before = [u.text for u in before.kb.utterances.values()] + all_anchor_texts(before.kb)
+
+    shutil.copytree(chroma, tmp_path / "chroma-before")
+    shutil.copytree(kb, tmp_path / "kb-before")
+
+    gravity("forget", str(kb), "--session", FORGOTTEN, "-q")
+    gravity("query", str(kb), question, "--chroma-path", str(chroma))
+
+    after = AnchorStore(kb).load()
+    texts_after = [u.text for u in after.kb.utterances.values()] + all_anchor_texts(after.kb)
+    forgotten = forgotten_between(rows_of(before.vectors), after.vectors, texts_before, texts_after)
+    forgotten.strings |= {u for u in before.kb.utterances if u not in after.kb.utterances}
+    assert set(ONLY_IN_SESSION_2) <= forgotten.strings and forgotten.rows
+    assert leftovers(kb, forgotten) == []
+    assert leftovers(chroma, forgotten) == []
+    # Not vacuous: the same search finds the forgotten text, ids and rows in the folders before.
+    for folder in ("kb-before", "chroma-before"):
+        found = leftovers(tmp_path / folder, forgotten)
+        assert any("(utf-8)" in f for f in found) and any("rows" in f or "exact" in f for f in found), folder
+
+
+def all_anchor_texts(kb: KnowledgeBase) -> list[str]:
+    return [text for kind in AnchorKind for text in anchor_texts(kb, kind).values()]
