@@ -381,9 +381,9 @@ def test_chroma_sync_upserts_changed_and_deletes_removed_anchors(
     kb.events[changed] = kb.events[changed].model_copy(update={"what": "baked sourdough bread at the bakery"})
     assert vectors.refresh(kb, EMBEDDER, [kind.value for kind in AnchorKind]) == 1
 
-    report = index.sync(vectors)
+    report = index.sync(vectors, purge=False)  # in place; by default a sync after a removal purges
 
-    assert (report.upserted, report.deleted) == (1, 1)
+    assert (report.upserted, report.deleted, report.purged) == (1, 1, False)
     assert index.count(AnchorKind.ENTITY) == len(kb.entities)
     query = _query("Biscuit the beagle")
     assert removed not in [i for i, _ in index.top(AnchorKind.ENTITY, query, 10)]
