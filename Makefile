@@ -42,6 +42,7 @@ lint: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/ruff check gravity_core gravity_langchain gravity_llamaindex tests
 	$(BIN)/mypy -p gravity_core -p gravity_langchain -p gravity_llamaindex
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) $(KB) .pytest_cache dist

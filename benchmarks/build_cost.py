@@ -31,7 +31,7 @@ from gravity_core.prompts import FusedExtraction
 from gravity_core.prompts.context import render_schema
 from gravity_core.prompts.outline import render_outline
 from gravity_core.schema import Utterance
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["CALLS_TARGET", "PROMPT_TARGET", "TARGET_BATCH", "run"]
 

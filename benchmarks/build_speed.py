@@ -31,7 +31,7 @@ from gravity_core.build.builder import AnchorBuilder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders.locomo import load_locomo, locomo_sample_ids
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 __all__ = ["ADD_TARGET", "BUILD_TARGET", "PARSED_BUILD_TARGET", "run"]
 

@@ -20,13 +20,13 @@ from typing import Any
 
 from benchmarks.common import BenchSettings, ratio, timed
 from benchmarks.workspace import Workspace
-from gravity_core.anchor_vectors import AnchorVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.generation_delta import MAX_SHARE
-from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore, SavableKB
+from gravity_core.schema.changes import KBChanges
+from gravity_core.storage.anchor_vectors import AnchorVectors
+from gravity_core.storage.generation_delta import MAX_SHARE
+from gravity_core.storage.store import AnchorStore, SavableKB
 
 __all__ = ["run"]
 

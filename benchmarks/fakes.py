@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from gravity_core.llm.base import Message
 from gravity_core.testing import FakeChatModel
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from langchain_core.language_models.fake_chat_models import FakeListChatModel

@@ -31,7 +31,7 @@ from benchmarks.common import (
     time_interleaved,
 )
 from benchmarks.workspace import Workspace
-from gravity_core.context_policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY
 from gravity_core.query.engine import GravityEngine
 
 __all__ = ["EMBED_CALLS_TARGET", "TIME_TARGET", "run"]

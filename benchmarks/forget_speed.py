@@ -26,11 +26,11 @@ from pathlib import Path
 from benchmarks.common import BenchSettings, CountingEmbedder, Result, profile_top, ratio, timed
 from benchmarks.workspace import Workspace
 from gravity_core.build.builder import AnchorBuilder
+from gravity_core.build.forget import ForgetReport, ForgetRequest
 from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 __all__ = ["FORGET_TARGET", "run"]
 

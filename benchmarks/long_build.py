@@ -24,9 +24,9 @@ from benchmarks.conversation import synthetic_conversation
 from benchmarks.workspace import Workspace
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore, SavableKB
+from gravity_core.schema.changes import KBChanges
+from gravity_core.storage.store import AnchorStore, SavableKB
 
 __all__ = ["TARGET", "run", "schedule"]
 

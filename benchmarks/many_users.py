@@ -1,7 +1,7 @@
 """Benchmark 9: building many users' KBs with 1, 2 and 4 worker processes, and on Dask.
 
 Synthetic users (one conversation each, ``synthetic_conversation``) are built into fresh roots by
-:func:`gravity_core.many_users.build_users`, as ``gravity build-users`` does:
+:func:`gravity_core.serving.many_users.build_users`, as ``gravity build-users`` does:
 
 - ``pool-N``: a spawned ``ProcessPoolExecutor`` of N workers with ``gravity build-users``'s settings
   (``ManyUsersSettings.for_workers``: tasks of at most 16 users, each loading the models once, and
@@ -27,8 +27,8 @@ from pathlib import Path
 from benchmarks.common import BenchSettings, Result, ratio, timed
 from benchmarks.conversation import synthetic_conversation
 from benchmarks.workspace import Workspace
-from gravity_core.many_users import ManyUsersSettings, UserBuildResult, UserConversation, build_users
-from gravity_core.store import AnchorStore
+from gravity_core.serving.many_users import ManyUsersSettings, UserBuildResult, UserConversation, build_users
+from gravity_core.storage.store import AnchorStore
 
 __all__ = ["run"]
 

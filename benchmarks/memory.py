@@ -9,7 +9,7 @@ every peak is clean:
 - ``baseline``: the interpreter and libraries: GRAVITY's query modules imported, the token counter's
   encoding loaded (about 38 MB, once per process whatever the KBs) and faiss imported; no KB;
 - ``load``: the same, then ``GravityEngine.from_dir(kb)`` (sharing that counter): the KB packed
-  (:mod:`gravity_core.packed_kb`), its vectors and the engine's structures;
+  (:mod:`gravity_core.storage.packed_kb`), its vectors and the engine's structures;
 - ``query``: the same, then queries with precomputed question vectors (the encoder is never
   loaded), timed (p50), then run again under ``tracemalloc``, which records the peak of Python
   allocations during the queries alone.
@@ -113,7 +113,7 @@ def measure(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
 
 def _worker(mode: str, kb: Path, inputs: Path, queries: int) -> dict[str, Any]:
     from gravity_core.query.engine import GravityEngine
-    from gravity_core.tokens import TokenCounter
+    from gravity_core.text.tokens import TokenCounter
 
     counter = TokenCounter()
     counter.count("load the encoding")

@@ -34,13 +34,13 @@ from benchmarks.common import (
 )
 from benchmarks.synthetic import grow_rows
 from benchmarks.workspace import Workspace
-from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.query.index.numpy_index import DEFAULT_IVF
 from gravity_core.schema import AnchorKind, KnowledgeBase
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, AnchorVectors
+from gravity_core.storage.store import AnchorStore
 
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from gravity_core.anchor_vectors import TURN_KIND, VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.schema import KnowledgeBase
+from gravity_core.storage.anchor_vectors import TURN_KIND, VECTOR_KINDS, AnchorVectors, KindVectors
 
 __all__ = ["GrownKB", "StreamedKB", "anchor_count", "grow_kb", "grow_rows", "grow_streamed", "perturb"]
 
@@ -94,7 +94,7 @@ def grow_kb(
 
 class StreamedKB:
     """A grown KB that is never held as models: each part's JSON is made replica by replica when the
-    store saves it (:class:`gravity_core.store.SavableKB`), for KBs too large to hold whole (a
+    store saves it (:class:`gravity_core.storage.store.SavableKB`), for KBs too large to hold whole (a
     grown :class:`~gravity_core.schema.KnowledgeBase` takes about 22 KB per anchor, 22 GB at 1M)."""
 
     def __init__(self, kb: KnowledgeBase, replicas: int, *, rename: bool = True) -> None:

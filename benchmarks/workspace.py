@@ -17,16 +17,16 @@ import numpy as np
 
 from benchmarks.common import BenchSettings, load_questions, make_embedder
 from benchmarks.synthetic import GrownKB, grow_kb, grow_streamed
-from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders.locomo import load_locomo
-from gravity_core.nlp import load_pipeline
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, AnchorVectors
+from gravity_core.storage.store import AnchorStore
+from gravity_core.text.nlp import load_pipeline
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 Answer = Callable[[list[dict[str, Any]]], str]
 """From the request's messages (``{"role", "content"}``) to the answer text."""

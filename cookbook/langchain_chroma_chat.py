@@ -37,7 +37,7 @@ from gravity_core.embeddings import MiniLMEmbedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_langchain import ANCHORS_EVENT, GravityEmbeddings, build_gravity_chain
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"

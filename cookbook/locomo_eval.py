@@ -36,7 +36,7 @@ from pathlib import Path
 from gravity_core.eval import EvalConfig, Grader, SGMemHost, load_locomo_eval, run_eval, vector_host_factory
 from gravity_core.eval.report import write_outputs
 from gravity_core.providers import load_chat_model, load_embedder
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = Path(os.environ.get("LOCOMO", REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"))
@@ -46,7 +46,7 @@ SETTINGS = (
     "+V",
     "+T",
     "-expansion",
-)  # the method and a few ablations (see gravity_core.recipes)
+)  # the method and a few ablations (see gravity_core.query.recipes)
 
 # What each plot shows, by file-name suffix (one set per host: vector_..., sgmem_...).
 PLOTS = {

@@ -40,7 +40,7 @@ from langchain_core.messages import BaseMessage
 from gravity_core.embeddings import MiniLMEmbedder
 from gravity_core.loaders import load_conversation
 from gravity_core.schema import Utterance
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_langchain import GravityEmbeddings, build_gravity_chain
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"

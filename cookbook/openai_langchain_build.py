@@ -39,13 +39,13 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from gravity_core.build import AnchorBuilder
+from gravity_core.build.stats import kb_stats
 from gravity_core.embeddings import MiniLMEmbedder
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
-from gravity_core.stats import kb_stats
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_langchain import GravityEmbeddings, LangChainChatModel, build_gravity_chain
 
 HERE = Path(__file__).resolve().parent

@@ -59,7 +59,7 @@ def worker(number: int, kb_dir: str, host: str, port: int) -> dict[str, Any]:
     from gravity_core.embeddings import MiniLMEmbedder
     from gravity_core.query.engine import GravityEngine
     from gravity_core.query.index import ChromaAnchorIndex
-    from gravity_core.store import AnchorStore
+    from gravity_core.storage.store import AnchorStore
     from gravity_langchain import GravityRetriever
 
     embedder = MiniLMEmbedder()
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     from gravity_core.loaders import load_conversation
     from gravity_core.query.index import ChromaAnchorIndex
     from gravity_core.schema import AnchorKind
-    from gravity_core.store import AnchorStore
+    from gravity_core.storage.store import AnchorStore
 
     with ExitStack() as stack:
         workdir = args.workdir or Path(

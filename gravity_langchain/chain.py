@@ -19,7 +19,7 @@ the configurable values to every runnable of the chain, so the retriever and the
 resolve the same date. :func:`build_gravity_chain` also reads a ``"question_date"`` key of its input
 dict. Without one, the ``question_date=`` given when building applies, else the KB's latest day.
 
-**Many users, one chain**: build it with ``users=`` (a :class:`~gravity_core.users.UserKBs`) and a
+**Many users, one chain**: build it with ``users=`` (a :class:`~gravity_core.serving.users.UserKBs`) and a
 ``user_filter`` instead of an engine, and name the user per call as
 ``config={"configurable": {"user_id": "u1"}}``: the retrieval and the anchors then use only that
 user's KB and that user's documents of the shared store (see :mod:`gravity_langchain.per_user`).
@@ -40,13 +40,13 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import VectorStore
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.per_user import UserFilter, configured_user_id, required_user_id
 from gravity_langchain.query_cache import GravityQueryCache, UserQueryCaches
@@ -217,7 +217,7 @@ def gravity_anchors_runnable(
     the :class:`GravityRetriever` of the same chain reads too), else by ``question_date``, else the
     KB's latest day.
 
-    Given the KBs of many users (a :class:`~gravity_core.users.UserKBs`, or
+    Given the KBs of many users (a :class:`~gravity_core.serving.users.UserKBs`, or
     :class:`~gravity_langchain.query_cache.UserQueryCaches` shared with a per-user retriever), each
     call names its user as ``config={"configurable": {"user_id": "u1"}}`` and gets that user's anchors.
 
@@ -284,7 +284,7 @@ def build_gravity_chain(
             how ``token_budget`` is shared.
         token_budget: one total budget (cl100k tokens) for the anchors and the retrieved documents,
             shared as ``gravity eval`` shares it: the anchors take
-            :meth:`ContextPolicy.anchor_tokens <gravity_core.context_policy.ContextPolicy.anchor_tokens>`
+            :meth:`ContextPolicy.anchor_tokens <gravity_core.context.policy.ContextPolicy.anchor_tokens>`
             (capped by the query settings' own budget) and the documents fill the rest in rank
             order (one too long for what is left is skipped). Retrieve enough to fill it (``k``).
             A budget whose anchor share is 0 (below the policy's ``min_anchor_tokens``) gives the

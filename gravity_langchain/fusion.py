@@ -1,4 +1,4 @@
-"""Reciprocal-rank fusion of LangChain documents (the rule itself: :mod:`gravity_core.fusion`)."""
+"""Reciprocal-rank fusion of LangChain documents (the rule itself: :mod:`gravity_core.context.fusion`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Hashable, Iterable, Sequence
 
 from langchain_core.documents import Document
 
+from gravity_core.context.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_core.errors import ConfigurationError
-from gravity_core.fusion import reciprocal_rank_fusion as core_rrf
 
 __all__ = ["document_key", "reciprocal_rank_fusion"]
 

@@ -1,6 +1,6 @@
 """LangChain messages as GRAVITY utterances, and a KB built (or extended) from them.
 
-A thin layer over :mod:`gravity_core.messages`: the rules (speaker, session, time, id, errors) are
+A thin layer over :mod:`gravity_core.serving.messages`: the rules (speaker, session, time, id, errors) are
 the same as for LlamaIndex chat messages.
 """
 
@@ -24,11 +24,12 @@ from langchain_core.messages import (
 )
 
 from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
+from gravity_core.build.forget import ForgetReport
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.base import Extractor
-from gravity_core.forget import ForgetReport
-from gravity_core.messages import (
+from gravity_core.schema import Utterance
+from gravity_core.serving.messages import (
     DEFAULT_SESSION,
     DEFAULT_SPEAKERS,
     RENAMED_ARGUMENTS,
@@ -39,7 +40,6 @@ from gravity_core.messages import (
     renamed_arguments,
     utterances_from_neutral_messages,
 )
-from gravity_core.schema import Utterance
 from gravity_langchain.models import LangChainChatModel
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_ROLES: Mapping[str, str] = DEFAULT_SPEAKERS
-"""The old name of :data:`gravity_core.messages.DEFAULT_SPEAKERS` (speaker names by role)."""
+"""The old name of :data:`gravity_core.serving.messages.DEFAULT_SPEAKERS` (speaker names by role)."""
 
 # Subclasses (AIMessageChunk, HumanMessageChunk, ...) have their own ``type``: read the class.
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
@@ -82,7 +82,7 @@ def _role(message: BaseMessage) -> str:
 
 
 def neutral_message(message: BaseMessage) -> NeutralMessage:
-    """A LangChain message as a :class:`~gravity_core.messages.NeutralMessage`.
+    """A LangChain message as a :class:`~gravity_core.serving.messages.NeutralMessage`.
 
     Fields are read from ``additional_kwargs``, then ``response_metadata``.
     """
@@ -120,7 +120,7 @@ def utterances_from_messages(
 ) -> list[Utterance]:
     """Turn LangChain messages into GRAVITY utterances, in order.
 
-    The rules are :func:`gravity_core.messages.utterances_from_neutral_messages`'s, with fields read
+    The rules are :func:`gravity_core.serving.messages.utterances_from_neutral_messages`'s, with fields read
     from ``additional_kwargs`` then ``response_metadata``: the speaker from ``"speaker"``/``"name"``,
     else ``message.name``, else ``speakers[role]`` ("User", "Assistant"; system and tool messages
     are skipped); the session from ``"session"``/``"session_id"``, else ``session``; the time from
@@ -214,7 +214,7 @@ def forget_messages(
 
     Pass the arguments the build got (:func:`build_kb_from_messages`): the messages become the same
     utterance ids (:func:`utterances_from_messages`), and the KB becomes the one a build of the
-    remaining turns makes (:func:`gravity_core.messages.forget_utterances`). ``default_time`` is
+    remaining turns makes (:func:`gravity_core.serving.messages.forget_utterances`). ``default_time`` is
     not needed: the ids do not depend on the time. A message without an id is known by its session
     and place in it (``"<session>:<n>"``), so pass a session's messages from its first one, not a
     single message cut out of it (that would name another turn); messages with ids can be passed

@@ -1,7 +1,7 @@
 """One retriever or chain for many users: the user of each call, and the store search that is theirs.
 
 A chat service keeps one :class:`~gravity_langchain.retriever.GravityRetriever` (or one chain of
-:func:`~gravity_langchain.chain.build_gravity_chain`) over a :class:`~gravity_core.users.UserKBs`, and
+:func:`~gravity_langchain.chain.build_gravity_chain`) over a :class:`~gravity_core.serving.users.UserKBs`, and
 names the user per call, as it dates the question: ``retriever.invoke(q, user_id="u1")``, or
 ``config={"configurable": {"user_id": "u1"}}``, which LangChain hands to every runnable of a chain.
 The call then uses only that user's anchors (``users.engine(user_id)``) and, through the
@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig, ensure_config
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.users import check_user_id
+from gravity_core.serving.users import check_user_id
 
 __all__ = ["USER_ID_KEY", "UserFilter", "configured_user_id", "required_user_id", "user_search_arguments"]
 
@@ -41,7 +41,8 @@ def configured_user_id(config: RunnableConfig | None) -> object | None:
 
 
 def required_user_id(user_id: object | None, owner: str) -> str:
-    """The user id of a call to a per-user ``owner``, checked by :func:`~gravity_core.users.check_user_id`.
+    """The user id of a call to a per-user ``owner``, checked by
+    :func:`~gravity_core.serving.users.check_user_id`.
 
     Raises:
         ConfigurationError: no user id was given (saying how to give one), or it cannot name a user.

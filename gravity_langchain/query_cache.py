@@ -30,7 +30,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 
 __all__ = ["GravityQueryCache", "UserQueryCaches"]
 
@@ -146,7 +146,7 @@ class GravityQueryCache:
 
 
 class UserQueryCaches:
-    """A :class:`GravityQueryCache` per user of a :class:`~gravity_core.users.UserKBs`; thread-safe.
+    """A :class:`GravityQueryCache` per user of a :class:`~gravity_core.serving.users.UserKBs`; thread-safe.
 
     :meth:`for_user` gives the cache of ``users.engine(user_id)``: a new one when that engine
     changed (loaded again after the users' LRU dropped it, or the user's KB was deleted), so a

@@ -24,13 +24,13 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from pydantic import Field
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy, MergedHit
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.query.types import AnchorContext
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.embeddings import shares_embedder
 from gravity_langchain.fusion import document_key
@@ -158,7 +158,7 @@ class GravityRetriever(BaseRetriever):
 
     For each question the engine selects anchors and makes up to nine expanded queries (no model
     call). The original question and every expansion are run against the host, and the results
-    are merged by the :class:`~gravity_core.context_policy.ContextPolicy`: the question's own hits
+    are merged by the :class:`~gravity_core.context.policy.ContextPolicy`: the question's own hits
     come first and the expansions may only add, at a bounded share of the places, documents the
     question has not placed (deduplicated by document id, else text), cut to ``k``. Each returned
     document says why it is there in its metadata: ``gravity_slot`` (``"question"`` or
@@ -174,7 +174,7 @@ class GravityRetriever(BaseRetriever):
     ``embed_documents`` call and each is searched with the store's own ``similarity_search_by_vector``
     (concurrently in ``ainvoke``), so a subclass or wrapper of the store sees every search. In
     ``invoke`` the expansions are searched in order only while the merge can still place their hits
-    (:meth:`~gravity_core.context_policy.ContextPolicy.merge_searching`): at ``k`` five past the
+    (:meth:`~gravity_core.context.policy.ContextPolicy.merge_searching`): at ``k`` five past the
     policy's lead of 25, once the expansions searched have filled the five places, the rest are not
     searched; the documents returned are the same, and ``gravity_found_by`` names only the queries
     searched. With ``k`` at most the lead, only the question is searched. When the
@@ -193,7 +193,7 @@ class GravityRetriever(BaseRetriever):
     date of the KB's latest utterance. A date, a datetime or an ISO string is accepted; a shared
     cache keeps the answers for each date apart.
 
-    **Many users, one retriever.** Give ``users=`` (a :class:`~gravity_core.users.UserKBs`) instead
+    **Many users, one retriever.** Give ``users=`` (a :class:`~gravity_core.serving.users.UserKBs`) instead
     of ``engine=`` and name the user per call: ``invoke(q, user_id="u1")``, else
     ``config={"configurable": {"user_id": "u1"}}`` (which also reaches the retriever inside a chain);
     a call that names no user is refused. The call uses ``users.engine(user_id)``, and every search

@@ -13,10 +13,10 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import LLM
 
 from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
+from gravity_core.build.forget import ForgetReport
 from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.base import Extractor
-from gravity_core.forget import ForgetReport
-from gravity_core.messages import (
+from gravity_core.serving.messages import (
     DEFAULT_SESSION,
     RENAMED_ARGUMENTS,
     build_kb_from_utterances,
@@ -107,7 +107,7 @@ def forget_chat_messages(
     Pass the arguments the build got (:func:`build_kb_from_chat_messages`): the messages become the
     same utterance ids (:func:`~gravity_llamaindex.utterances_from_chat_messages`), and the KB
     becomes the one a build of the remaining turns makes
-    (:func:`gravity_core.messages.forget_utterances`). ``default_time`` is not needed: the ids do
+    (:func:`gravity_core.serving.messages.forget_utterances`). ``default_time`` is not needed: the ids do
     not depend on the time. A message without an ``"id"`` is known by its session and place in it
     (``"<session>:<n>"``), so pass a session's messages from its first one, not a single message
     cut out of it (that would name another turn); messages with ids can be passed alone.

@@ -10,7 +10,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.memory import BaseMemoryBlock
 
-from gravity_core.users import UserKBs, check_user_id
+from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
 __all__ = ["GravityMemoryBlock", "latest_user_text"]
@@ -49,7 +49,7 @@ class GravityMemoryBlock(BaseMemoryBlock[str]):
     Args:
         engine: a GRAVITY engine, or an :class:`~gravity_llamaindex.AnchorProvider`; not together
             with ``users``.
-        users: the KBs of many users (:class:`~gravity_core.users.UserKBs`); not together with
+        users: the KBs of many users (:class:`~gravity_core.serving.users.UserKBs`); not together with
             ``engine``.
         user_id: with ``users``, the user whose anchors the block serves (unless a call names one).
         name: the block's name, also its tag in the memory template.

@@ -1,6 +1,6 @@
 """LlamaIndex chat messages and nodes to and from GRAVITY utterances.
 
-Messages go through :mod:`gravity_core.messages`: the rules (speaker, session, time, id, errors)
+Messages go through :mod:`gravity_core.serving.messages`: the rules (speaker, session, time, id, errors)
 are the same as for LangChain messages.
 """
 
@@ -14,14 +14,14 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import TextNode
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.messages import (
+from gravity_core.schema import Utterance
+from gravity_core.serving.messages import (
     DEFAULT_SESSION,
     RENAMED_ARGUMENTS,
     NeutralMessage,
     renamed_arguments,
     utterances_from_neutral_messages,
 )
-from gravity_core.schema import Utterance
 
 __all__ = ["neutral_message", "nodes_from_utterances", "utterances_from_chat_messages"]
 
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def neutral_message(message: ChatMessage) -> NeutralMessage:
-    """A LlamaIndex ``ChatMessage`` as a :class:`~gravity_core.messages.NeutralMessage`.
+    """A LlamaIndex ``ChatMessage`` as a :class:`~gravity_core.serving.messages.NeutralMessage`.
 
     ``ChatMessage`` has no name or id field: both come from ``additional_kwargs``.
     """
@@ -60,7 +60,7 @@ def utterances_from_chat_messages(
 ) -> list[Utterance]:
     """Turn LlamaIndex ``ChatMessage`` objects into GRAVITY utterances, in order.
 
-    The rules are :func:`gravity_core.messages.utterances_from_neutral_messages`'s, with fields read
+    The rules are :func:`gravity_core.serving.messages.utterances_from_neutral_messages`'s, with fields read
     from ``additional_kwargs``: the speaker from ``"speaker"``/``"name"``, else ``speakers[role]``
     ("User", "Assistant"; system, tool and function messages are skipped); the session from
     ``"session"``/``"session_id"``, else ``session``; the time from

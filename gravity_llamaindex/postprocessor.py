@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNo
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_llamaindex.escaping import escape_host_nodes
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 from gravity_llamaindex.transform import question_date_of, user_id_of
@@ -110,7 +110,7 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     Args:
         engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components;
             not together with ``users``.
-        users: the KBs of many users (:class:`~gravity_core.users.UserKBs`); not together with
+        users: the KBs of many users (:class:`~gravity_core.serving.users.UserKBs`); not together with
             ``engine``.
         question_date: the date questions are asked (a date, a datetime or an ISO string;
             default: the provider's).

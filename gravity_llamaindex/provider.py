@@ -1,6 +1,6 @@
 """The engine as the LlamaIndex components use it: one answer per question, shared and observed.
 
-A provider serves one engine, or many users' KBs (``users=``, a :class:`~gravity_core.users.UserKBs`):
+A provider serves one engine, or many users' KBs (``users=``, a :class:`~gravity_core.serving.users.UserKBs`):
 then every question names its user and is answered by that user's provider (:meth:`for_user`),
 whose cache holds that user's answers only.
 """
@@ -22,7 +22,7 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
-from gravity_core.users import UserKBs, check_user_id
+from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_llamaindex.instrumentation import GravityAnchorsEvent
 
 __all__ = ["MISSING_USER_ID", "AnchorProvider", "EngineLike", "as_provider", "as_question_date"]
@@ -56,7 +56,7 @@ class AnchorProvider:
     version as soon as it is complete, and the provider's answers for the old one are dropped then,
     so a query engine built once keeps serving the newest anchors.
 
-    **Many users.** Built with ``users=`` (a :class:`~gravity_core.users.UserKBs`) instead of an
+    **Many users.** Built with ``users=`` (a :class:`~gravity_core.serving.users.UserKBs`) instead of an
     engine, the provider answers each question with the engine of the user it names
     (``get(question, user_id=...)``, or the components' ``GravityQueryBundle(q, user_id=...)``).
     Each user gets a provider of their own (:meth:`for_user`) holding that user's engine and
@@ -143,7 +143,7 @@ class AnchorProvider:
         Raises:
             ConfigurationError: the provider serves many users and ``user_id`` is ``None`` (the
                 message says to pass ``GravityQueryBundle(q, user_id=...)``) or cannot name a user
-                (:func:`~gravity_core.users.check_user_id`).
+                (:func:`~gravity_core.serving.users.check_user_id`).
         """
         if self.users is None:
             return self

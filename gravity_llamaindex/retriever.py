@@ -17,11 +17,11 @@ from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import FilterCondition, MetadataFilters
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy, MergedHit
+from gravity_core.context.fusion import reciprocal_rank_fusion as core_rrf
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
-from gravity_core.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_core.query.question_date import as_question_date
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_llamaindex.embeddings import GravityEmbedding
 from gravity_llamaindex.provider import MISSING_USER_ID, AnchorProvider, EngineLike, as_provider
 from gravity_llamaindex.transform import merge_queries, question_date_of, user_id_of
@@ -160,9 +160,9 @@ class GravityFusionRetriever(BaseRetriever):
     3. runs one search per query, ``QueryBundle(query, embedding=vector)``, on the wrapped retriever:
        concurrently (``asyncio.gather``) in :meth:`aretrieve`; in :meth:`retrieve` the question, then
        the expansions one after another only while the merge can still place their hits
-       (:meth:`~gravity_core.context_policy.ContextPolicy.merge_searching`; the nodes returned are
+       (:meth:`~gravity_core.context.policy.ContextPolicy.merge_searching`; the nodes returned are
        the same). Within the policy's lead (25 places) only the question is searched.
-    4. merges the lists by the :class:`~gravity_core.context_policy.ContextPolicy` (deduplicated
+    4. merges the lists by the :class:`~gravity_core.context.policy.ContextPolicy` (deduplicated
        by ``node_id``): the question's own hits come first and the expansions may only add, at a
        bounded share of the places, nodes the question has not placed. It returns the top
        ``similarity_top_k``. Each returned node is a copy whose metadata says why it is there
@@ -183,7 +183,7 @@ class GravityFusionRetriever(BaseRetriever):
     When no anchor is relevant to the question the engine makes no expansion, and only the
     question is searched.
 
-    **Many users.** Built with ``users=`` (a :class:`~gravity_core.users.UserKBs`, or a shared
+    **Many users.** Built with ``users=`` (a :class:`~gravity_core.serving.users.UserKBs`, or a shared
     ``AnchorProvider(users=...)`` as ``engine``), each query must name its user
     (``GravityQueryBundle(q, user_id=...)``): the expansions come from that user's KB, and every
     search of the query (the question's and each expansion's) runs on ``retriever(user_id)``, the

@@ -20,7 +20,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
-from gravity_core.users import UserKBs, check_user_id
+from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
 __all__ = ["GravityQueryBundle", "GravityQueryTransform", "merge_queries", "question_date_of", "user_id_of"]
@@ -39,7 +39,7 @@ class GravityQueryBundle(QueryBundle):
     Args:
         query_str: the question.
         question_date: a ``date``, a ``datetime`` or an ISO string (kept as a ``date``).
-        user_id: the user who asks (:func:`~gravity_core.users.check_user_id` rules); needed by
+        user_id: the user who asks (:func:`~gravity_core.serving.users.check_user_id` rules); needed by
             components built with ``users=``, ignored by those built with one engine.
 
     Raises:

@@ -110,6 +110,6 @@ def start_chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ca
 @pytest.fixture(scope="session")
 def nlp() -> Any:
     """The offline extractor's default spaCy pipeline, loaded once for the session."""
-    from gravity_core.nlp import load_pipeline
+    from gravity_core.text.nlp import load_pipeline
 
     return load_pipeline()

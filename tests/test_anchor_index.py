@@ -13,9 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.build.merge import apply_update
-from gravity_core.chroma_clients import ChromaRetry
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, MissingDependencyError, ProviderError
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
@@ -32,6 +30,8 @@ from gravity_core.schema import (
     TopicObservation,
     Utterance,
 )
+from gravity_core.storage.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.storage.chroma_clients import ChromaRetry
 
 T0 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
 EMBEDDER = HashingEmbedder(dim=64)

@@ -32,12 +32,12 @@ from benchmarks.fakes import TokenMeter, fake_answer
 from benchmarks.report import load_results, markdown_table
 from benchmarks.synthetic import anchor_count, grow_kb, grow_rows, grow_streamed
 from benchmarks.workspace import Workspace
-from gravity_core.anchor_vectors import EXPANSION_KIND, TURN_KIND
 from gravity_core.build import plan_batches
 from gravity_core.loaders.locomo import load_locomo
 from gravity_core.prompts import PromptContext, build_fused_messages
 from gravity_core.schema import AnchorKind
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, TURN_KIND
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 
 TINY = Path(__file__).parent / "fixtures" / "locomo_tiny.json"

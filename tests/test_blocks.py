@@ -41,7 +41,7 @@ from gravity_core.schema import (
     TopicObservation,
     Utterance,
 )
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 ENTITY, EVENT, TOPIC = AnchorKind.ENTITY, AnchorKind.EVENT, AnchorKind.TOPIC
 BLOCK_ORDER = ["topic_summaries", "entity_profiles", "event_records"]

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import EXPANSION_KIND, EXPANSIONS_PER_ANCHOR, TURN_KIND
+from gravity_core.anchors.expansions import entity_expansions, event_expansions, topic_expansions
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
-from gravity_core.query.expansion import entity_expansions, event_expansions, topic_expansions
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, EXPANSIONS_PER_ANCHOR, TURN_KIND
+from gravity_core.storage.store import AnchorStore
 from tests.spies import EmbedderSpy
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"

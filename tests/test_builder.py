@@ -19,7 +19,7 @@ from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 
 EMBEDDER = HashingEmbedder(dim=64)

@@ -23,20 +23,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors, anchor_texts
 from gravity_core.build import AnchorBuilder
+from gravity_core.build.forget import ForgetRequest
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.forget import ForgetRequest
 from gravity_core.loaders import load_conversation
 from gravity_core.schema import AnchorKind, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import AnchorVectors, KindVectors, anchor_texts
+from gravity_core.storage.store import AnchorStore
 
 pytest.importorskip("chromadb")
 
-from gravity_core.chroma_clients import compact_chroma_folder  # noqa: E402
 from gravity_core.query.index import ChromaAnchorIndex  # noqa: E402
+from gravity_core.storage.chroma_clients import compact_chroma_folder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_conversation.jsonl"
@@ -210,7 +210,7 @@ def sample() -> list[Utterance]:
 SYNC_IN_ITS_OWN_PROCESS = """
 import json, sys
 from gravity_core.query.index import ChromaAnchorIndex
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 index = ChromaAnchorIndex.persistent(sys.argv[1], kb_name=sys.argv[3])
 report = index.sync(AnchorStore(sys.argv[2]).load().vectors)
 index.close()

@@ -17,7 +17,7 @@ import pytest
 
 from gravity_core.cli import main
 from gravity_core.schema import KnowledgeBase
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample_conversation.jsonl"

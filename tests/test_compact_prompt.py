@@ -24,7 +24,7 @@ from gravity_core.prompts import (
 from gravity_core.prompts.entities import ExtractedEntity
 from gravity_core.prompts.outline import brief
 from gravity_core.schema import EntityType, Utterance
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 COUNTER = TokenCounter()

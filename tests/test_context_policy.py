@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 
 

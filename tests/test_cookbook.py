@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gravity_core.prompts.injection import PRIORITY_INSTRUCTION
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 ROOT = Path(__file__).resolve().parents[1]
 COOKBOOK = ROOT / "cookbook"

@@ -16,18 +16,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import EXPANSION_KIND, _expansion_texts
 from gravity_core.build import AnchorBuilder
+from gravity_core.build.forget import ForgetRequest
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.forget import ForgetRequest
-from gravity_core.kb_changes import PARTS, KBChanges
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.stored_expansions import StoredExpansions
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.schema.changes import PARTS, KBChanges
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, _expansion_texts
+from gravity_core.storage.store import AnchorStore
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDER = HashingEmbedder(dim=32)

@@ -18,9 +18,9 @@ from gravity_core.loaders import load_conversation
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex, NumpyAnchorIndex
-from gravity_core.recipes import PRESETS
+from gravity_core.query.recipes import PRESETS
 from gravity_core.schema import AnchorKind
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from tests.spies import EmbedderSpy
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"

@@ -16,20 +16,20 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gravity_core.anchor_vectors import AnchorVectors
 from gravity_core.build import AnchorBuilder
+from gravity_core.build.forget import ForgetRequest
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError, ProviderError
 from gravity_core.eval.datasets import load_locomo_eval
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.forget import ForgetRequest
-from gravity_core.generation_dirs import generation_folder
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.loaders import load_conversation
 from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import AnchorVectors
+from gravity_core.storage.generation_dirs import generation_folder
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Forgetting a conversation's messages with the arguments it was built with.
 
-``gravity_core.messages.forget_utterances``, and LangChain's ``forget_messages`` and LlamaIndex's
+``gravity_core.serving.messages.forget_utterances``, and LangChain's ``forget_messages`` and LlamaIndex's
 ``forget_chat_messages`` through it: the KB left is the one a build of the other messages makes.
 """
 
@@ -19,9 +19,9 @@ from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.messages import build_kb_from_utterances, forget_utterances
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.serving.messages import build_kb_from_utterances, forget_utterances
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.test_messages import BOTH_FRAMEWORKS, DAY, needs_both
 
@@ -240,7 +240,7 @@ def test_old_argument_names_fail_naming_the_new_one(framework: Framework, old: s
         framework.forget(framework.session("s2"), **{old: DAY if old == "timestamp" else {}})
 
 
-# -- gravity_core.messages.forget_utterances ------------------------------------------------------
+# -- gravity_core.serving.messages.forget_utterances ------------------------------------------------------
 
 
 def _turns() -> list[Utterance]:

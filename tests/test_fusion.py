@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gravity_core.context.fusion import reciprocal_rank_fusion
 from gravity_core.errors import ConfigurationError
-from gravity_core.fusion import reciprocal_rank_fusion
 
 
 def test_items_in_several_lists_rise_and_ties_go_to_the_first_list() -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors
-from gravity_core.files import NpyRows
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.query.index.ivf import IVFSearch, IVFSettings
 from gravity_core.schema import AnchorKind
+from gravity_core.storage.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.storage.files import NpyRows
 
 pytest.importorskip("faiss", reason="the 'ann' extra (installed by make test) provides faiss")
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from gravity_core.anchor_vectors import ANCHOR_KINDS, AnchorVectors
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError
@@ -34,8 +33,9 @@ from gravity_core.query.live import LiveKB, StoreSource, first_reading
 from gravity_core.query.state import KBSnapshot
 from gravity_core.query.types import AnchorContext
 from gravity_core.schema import AnchorKind, Utterance
-from gravity_core.store import AnchorStore, LoadedKB
-from gravity_core.tokens import TokenCounter
+from gravity_core.storage.anchor_vectors import ANCHOR_KINDS, AnchorVectors
+from gravity_core.storage.store import AnchorStore, LoadedKB
+from gravity_core.text.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "sample_conversation.jsonl"

@@ -20,16 +20,16 @@ from benchmarks.conversation import synthetic_conversation
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, InputDataError
-from gravity_core.many_users import (
+from gravity_core.schema import Utterance
+from gravity_core.serving.many_users import (
     ManyUsersSettings,
     UserConversation,
     build_users,
     conversations_in,
     peak_rss_mb,
 )
-from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
+from gravity_core.storage.store import AnchorStore
 
 SETTINGS = ManyUsersSettings(embedder="hashing:64", chunk_size=2)
 

@@ -1,8 +1,9 @@
-"""One message adapter for every framework: gravity_core.messages, and LangChain / LlamaIndex through it.
+"""One message adapter for every framework: gravity_core.serving.messages, and LangChain / LlamaIndex
+through it.
 
 The same conversation given as LangChain messages and as LlamaIndex ``ChatMessage``s gives the same
 utterances and the same KB; the rules (speaker, session, time, id), the errors and the argument
-names are those of :mod:`gravity_core.messages` in both (#16).
+names are those of :mod:`gravity_core.serving.messages` in both (#16).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.extract.offline.entities import GENERIC_ASSISTANT_NAMES
-from gravity_core.messages import (
+from gravity_core.query.engine import GravityEngine
+from gravity_core.schema import KnowledgeBase, Utterance
+from gravity_core.serving.messages import (
     DEFAULT_SPEAKERS,
     NeutralMessage,
     build_kb_from_utterances,
@@ -27,8 +30,6 @@ from gravity_core.messages import (
     renamed_arguments,
     utterances_from_neutral_messages,
 )
-from gravity_core.query.engine import GravityEngine
-from gravity_core.schema import KnowledgeBase, Utterance
 from gravity_core.testing import FakeChatModel
 
 try:

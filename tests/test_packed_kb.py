@@ -9,18 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import ANCHOR_KINDS, EXPANSION_KIND
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.files import map_npy, read_npy_file
 from gravity_core.loaders import load_conversation
-from gravity_core.packed_kb import InvalidRecord, PackedRecords, json_members, to_knowledge_base
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import EventAnchor, KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import ANCHOR_KINDS, EXPANSION_KIND
+from gravity_core.storage.files import map_npy, read_npy_file
+from gravity_core.storage.packed_kb import InvalidRecord, PackedRecords, json_members, to_knowledge_base
+from gravity_core.storage.store import AnchorStore
 
 SAMPLE = Path(__file__).parents[1] / "examples" / "gold" / "long_conversation.jsonl"
 QUESTIONS = ["When did she start the new job?", "Who is her sister?", "What happened last week?"]

@@ -13,7 +13,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context_policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY
 from gravity_core.embeddings import default_embedder
 from gravity_core.eval.hosts import VectorHost, render_turn
 from gravity_core.eval.runner import policy_ranking
@@ -21,7 +21,7 @@ from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.schema import Utterance
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 from gravity_langchain import GravityEmbeddings, GravityRetriever
 from gravity_llamaindex import GravityEmbedding, GravityFusionRetriever
 

@@ -9,16 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gravity_core.anchors.expansions import MAX_WORDS, entity_expansions, event_expansions, topic_expansions
 from gravity_core.query import expansion
-from gravity_core.query.expansion import (
-    MAX_WORDS,
-    ExpansionTexts,
-    entity_expansions,
-    event_expansions,
-    expand,
-    round_robin,
-    topic_expansions,
-)
+from gravity_core.query.expansion import ExpansionTexts, expand, round_robin
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.files import read_npy, write_npy
+from gravity_core.storage.files import read_npy, write_npy
 
 
 @pytest.mark.parametrize(

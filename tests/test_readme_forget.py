@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from tests.readme_sections import python_blocks, run_section, section
 
 HEADING = "## Forgetting, and one KB per user"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from tests.readme_sections import python_blocks, run_section, section
 
 HEADING = "## Many users' KBs at once"

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.query.index import AnchorIndex, NumpyAnchorIndex
 from gravity_core.query.index.base import NearestSearch
 from gravity_core.query.index.ivf import IVFSettings
 from gravity_core.query.selection import select
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import AnchorKind
+from gravity_core.storage.anchor_vectors import AnchorVectors, KindVectors
 
 DIM = 16
 EVENT = AnchorKind.EVENT

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import AnchorVectors
 from gravity_core.build.merge import apply_update
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError, StorageAccessError
@@ -25,7 +24,8 @@ from gravity_core.schema import (
     TopicObservation,
     Utterance,
 )
-from gravity_core.store import MANIFEST, AnchorStore
+from gravity_core.storage.anchor_vectors import AnchorVectors
+from gravity_core.storage.store import MANIFEST, AnchorStore
 from tests.reliability._os_fakes import disk_full
 
 EMBEDDER = HashingEmbedder(dim=64)

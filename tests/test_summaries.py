@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from gravity_core.anchor_vectors import SUMMARY_KIND, AnchorVectors, summary_vectors
 from gravity_core.build.merge import apply_update
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.extract.offline.summaries import summarize_batch
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
+from gravity_core.storage.anchor_vectors import SUMMARY_KIND, AnchorVectors, summary_vectors
 from gravity_core.testing import RecordedModel
 
 T0 = datetime(2024, 5, 2, 19, 0, tzinfo=UTC)

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from gravity_core import tokens
 from gravity_core.errors import ConfigurationError, MissingDependencyError
-from gravity_core.tokens import BpeSource, TokenCounter, bpe_sources
+from gravity_core.text import tokens
+from gravity_core.text.tokens import BpeSource, TokenCounter, bpe_sources
 
 # Ids and counts produced by tiktoken's own get_encoding("cl100k_base") (vocabulary from its
 # official URL, hash-checked); "hello world" -> [15339, 1917] is also what tiktoken documents.
@@ -158,7 +158,7 @@ def test_a_source_with_the_wrong_hash_is_skipped_for_the_next(
     bad.write_bytes(plain_vocabulary.read_bytes().replace(b" 0\n", b" 1\n", 1))
     sources = [BpeSource("tiktoken-cache", bad), BpeSource("bundled", plain_vocabulary)]
     monkeypatch.setattr(tokens, "bpe_sources", lambda name: sources)
-    with caplog.at_level(logging.WARNING, logger="gravity_core.tokens"):
+    with caplog.at_level(logging.WARNING, logger="gravity_core.text.tokens"):
         assert TokenCounter().count("hello world") == 2
     assert "sha256" in caplog.text and str(bad) in caplog.text
 
@@ -193,7 +193,7 @@ def test_sources_bundled_first_then_llama_index_then_tiktoken_cache(monkeypatch:
 def test_llama_index_copy_is_located_without_importing_llama_index() -> None:
     script = (
         "import sys\n"
-        "from gravity_core.tokens import bpe_sources\n"
+        "from gravity_core.text.tokens import bpe_sources\n"
         "found = [s for s in bpe_sources('cl100k_base') if s.origin == 'llama-index-core']\n"
         "print(bool(found) and found[0].location.is_file(), 'llama_index' in sys.modules)\n"
     )

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from gravity_core.build import AnchorBuilder
+from gravity_core.build.forget import ForgetRequest
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.forget import ForgetRequest
-from gravity_core.lineage import batch_key
 from gravity_core.loaders import load_conversation
 from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.schema.lineage import batch_key
+from gravity_core.storage.store import AnchorStore
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 EMBEDDER = HashingEmbedder(dim=64)

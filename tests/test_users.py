@@ -17,8 +17,8 @@ from gravity_core.embeddings import HashingEmbedder, default_embedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
-from gravity_core.users import UserKBs, check_user_id
+from gravity_core.serving.users import UserKBs, check_user_id
+from gravity_core.storage.store import AnchorStore
 
 START = datetime(2024, 3, 1, 18, 0, tzinfo=UTC)
 MARK = re.compile(r"quokka\d+|Wombat\d+")

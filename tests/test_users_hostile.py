@@ -24,10 +24,10 @@ from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.loaders import load_conversation
-from gravity_core.many_users import ManyUsersSettings, UserConversation, build_users
 from gravity_core.query.config import QueryConfig
 from gravity_core.schema import Utterance
-from gravity_core.users import UserKBs, check_user_id
+from gravity_core.serving.many_users import ManyUsersSettings, UserConversation, build_users
+from gravity_core.serving.users import UserKBs, check_user_id
 from tests.test_users import user_chat
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gravity_core.anchor_vectors import ANCHOR_KINDS, TURN_KIND, AnchorVectors
+from gravity_core.build.forget import ForgetReport, ForgetRequest, NothingNamedHeld
 from gravity_core.build.merge import apply_update
 from gravity_core.build.merge_index import MergeIndex
 from gravity_core.embeddings.base import Embedder
@@ -22,13 +22,13 @@ from gravity_core.errors import (
     UnexpectedModelOutput,
 )
 from gravity_core.extract.base import Extractor, FileCaching, SessionSpanning, TurnVectorReader
-from gravity_core.file_cache import RecordedFiles, prune_folder, refuse_linked_cache
-from gravity_core.forget import ForgetReport, ForgetRequest, NothingNamedHeld
-from gravity_core.journal import JournalEncoder
-from gravity_core.kb_changes import KBChanges
-from gravity_core.lineage import lineage_of, next_lineage
 from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.schema.changes import KBChanges
+from gravity_core.schema.lineage import lineage_of, next_lineage
+from gravity_core.storage.anchor_vectors import ANCHOR_KINDS, TURN_KIND, AnchorVectors
+from gravity_core.storage.file_cache import RecordedFiles, prune_folder, refuse_linked_cache
+from gravity_core.storage.journal import JournalEncoder
+from gravity_core.storage.store import AnchorStore
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

@@ -1,7 +1,7 @@
 """Apply one extractor update to the KB: entities, then topics, then events and their trails.
 
 A builder passes its :class:`~gravity_core.build.merge_index.MergeIndex` (so a batch costs what it
-adds, not what the KB holds) and a :class:`~gravity_core.kb_changes.KBChanges` (what a checkpoint
+adds, not what the KB holds) and a :class:`~gravity_core.schema.changes.KBChanges` (what a checkpoint
 must write); without an index one is made from the KB, and every event's trails are relinked.
 """
 
@@ -16,8 +16,8 @@ from gravity_core.build.merge_index import MergeIndex
 from gravity_core.build.merge_summaries import merge_summaries
 from gravity_core.build.merge_topics import assign_event_topics, merge_topics
 from gravity_core.build.trails import link_trails
-from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
+from gravity_core.schema.changes import KBChanges
 
 __all__ = ["MergeResult", "apply_update"]
 

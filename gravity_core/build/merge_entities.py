@@ -17,7 +17,6 @@ from itertools import combinations
 
 from gravity_core.build.merge_index import MergeIndex
 from gravity_core.build.names import normalize_name, normalize_value, slugify
-from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import (
     Attribute,
     AttributeObservation,
@@ -30,6 +29,7 @@ from gravity_core.schema import (
     StateTransition,
     Utterance,
 )
+from gravity_core.schema.changes import KBChanges
 
 __all__ = ["merge_entities"]
 

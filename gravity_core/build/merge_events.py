@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping
 
 from gravity_core.build.merge_index import MergeIndex, what_key
 from gravity_core.build.trails import link_trails
-from gravity_core.kb_changes import KBChanges
 from gravity_core.schema import (
     EventAnchor,
     EventObservation,
@@ -15,6 +14,7 @@ from gravity_core.schema import (
     TimeRef,
     Utterance,
 )
+from gravity_core.schema.changes import KBChanges
 
 __all__ = ["link_trails", "merge_events"]
 

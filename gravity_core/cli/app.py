@@ -19,7 +19,7 @@ from gravity_core.cli import (
     stats_cmd,
 )
 from gravity_core.errors import GravityError
-from gravity_core.storage_errors import describe_os_error
+from gravity_core.storage.os_errors import describe_os_error
 
 __all__ = ["CONTEXT_SETTINGS", "main", "make_app"]
 
@@ -32,7 +32,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 def _show_version(value: bool) -> None:
     if value:
-        from gravity_core import __version__
+        from gravity_core._version import __version__
 
         typer.echo(f"gravity {__version__}")
         raise typer.Exit()

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder, BuildReport, ProgressCallback
+from gravity_core.build.stats import kb_stats
 from gravity_core.cli._inputs import check_output_folder, load_input
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
@@ -25,8 +26,7 @@ from gravity_core.llm.base import ChatModel
 from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
 from gravity_core.loaders import DEFAULT_MAX_INPUT_BYTES
 from gravity_core.providers import load_chat_model, load_embedder
-from gravity_core.stats import kb_stats
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 
 class ExtractorKind(StrEnum):

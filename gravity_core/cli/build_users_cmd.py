@@ -1,6 +1,6 @@
 """``gravity build-users INPUT ROOT``: build many users' KBs (one conversation each) in parallel.
 
-Each user's KB goes to ``ROOT/<user id>/`` (as :class:`~gravity_core.users.UserKBs` keeps them),
+Each user's KB goes to ``ROOT/<user id>/`` (as :class:`~gravity_core.serving.users.UserKBs` keeps them),
 built with the offline extractor by a process pool on this machine (``--workers``) or by a Dask
 cluster (``--scheduler``). A user whose conversation or build fails is listed with the reason; the
 others are built all the same, and the exit code is 1.
@@ -22,14 +22,14 @@ from rich.console import Console
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE
 from gravity_core.cli.build_cmd import _progress_bar
 from gravity_core.errors import ConfigurationError, MissingDependencyError
-from gravity_core.many_users import (
+from gravity_core.serving.many_users import (
     DEFAULT_CHUNK_SIZE,
     ManyUsersSettings,
     UserBuildResult,
     build_users,
     conversations_in,
 )
-from gravity_core.store import write_json_atomic
+from gravity_core.storage.store import write_json_atomic
 
 __all__ = ["build_users_cmd"]
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings.base import Embedder as EmbedderT
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.datasets import EvalSample, load_locomo_eval, load_longmemeval_eval
@@ -30,7 +30,7 @@ from gravity_core.eval.settings import (
 from gravity_core.extract.base import Extractor
 from gravity_core.llm.retry import ConcurrencyLimiter
 from gravity_core.providers import load_chat_model, load_embedder
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["make_eval_app"]
 

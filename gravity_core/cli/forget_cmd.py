@@ -19,15 +19,15 @@ import typer
 from rich.console import Console
 
 from gravity_core.build.builder import AnchorBuilder, ProgressCallback
+from gravity_core.build.forget import ForgetReport, ForgetRequest, NothingNamedHeld
 from gravity_core.cli.build_cmd import ExtractorKind, _chat_model, _extractor, _progress_bar
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
-from gravity_core.forget import ForgetReport, ForgetRequest, NothingNamedHeld
 from gravity_core.llm.retry import DEFAULT_MAX_CONCURRENCY, RetryPolicy
 from gravity_core.providers import embedder_from_name, load_embedder
 from gravity_core.query.question_date import parse_iso_moment
 from gravity_core.schema import BuildInfo
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 __all__ = ["forget", "parse_before"]
 

@@ -12,7 +12,7 @@ import typer
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex
-from gravity_core.recipes import PRESETS
+from gravity_core.query.recipes import PRESETS
 
 
 def _chroma_index(kb_dir: Path, path: Path | None, server: str | None) -> ChromaAnchorIndex | None:

@@ -16,7 +16,7 @@ from gravity_core.providers import load_chat_model, load_embedder
 from gravity_core.sgmem.config import ChunkGranularity, GraphConfig
 from gravity_core.sgmem.index import SGMem
 from gravity_core.sgmem.persist import MANIFEST
-from gravity_core.storage_errors import os_errors
+from gravity_core.storage.os_errors import os_errors
 
 __all__ = ["build", "make_sgmem_app", "query"]
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gravity_core.explorer import write_explorer
-from gravity_core.store import PAGE, AnchorStore
+from gravity_core.storage.store import PAGE, AnchorStore
 
 
 def show(

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from gravity_core.stats import failed_batch_rows, kb_stats
-from gravity_core.store import AnchorStore
+from gravity_core.build.stats import failed_batch_rows, kb_stats
+from gravity_core.storage.store import AnchorStore
 
 
 def stats(

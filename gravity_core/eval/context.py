@@ -1,6 +1,6 @@
 """Assembling one question's context: filling a token budget, joining the text.
 
-The ranking itself comes from the context policy (:mod:`gravity_core.context_policy`).
+The ranking itself comes from the context policy (:mod:`gravity_core.context.policy`).
 
 Everything placed before the answering model counts inside the budget: GRAVITY's injection takes
 its tokens first and the host's passages fill what is left.

@@ -18,7 +18,7 @@ import numpy as np
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.eval.embedding_cache import EmbeddingCache
 from gravity_core.schema import Utterance
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["Host", "Passage", "VectorHost", "render_turn", "session_label"]
 

@@ -8,15 +8,15 @@ import os
 import re
 from pathlib import Path
 
-from gravity_core.anchor_vectors import EXPANSION_KIND
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.eval.datasets import EvalSample
 from gravity_core.extract.base import Extractor
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
-from gravity_core.store import AnchorStore
-from gravity_core.tokens import TokenCounter
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND
+from gravity_core.storage.store import AnchorStore
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["kb_folder", "sample_engine"]
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings.base import Embedder
 from gravity_core.eval.context import ContextWindow
 from gravity_core.eval.datasets import EvalQuestion, EvalSample
@@ -42,7 +42,7 @@ from gravity_core.extract.base import Extractor
 from gravity_core.query.config import ContextMode
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["HostFactory", "ProgressCallback", "policy_ranking", "run_eval", "vector_host_factory"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
-from gravity_core.recipes import FULL, PRESETS
+from gravity_core.query.recipes import FULL, PRESETS
 
 __all__ = [
     "ABLATION_SETTINGS",
@@ -48,7 +48,7 @@ ABLATION_SETTINGS: tuple[str, ...] = (
     "-expansion",
     "+Sum",
 )
-"""The full method and the paper's ablations, by their names in :data:`gravity_core.recipes.PRESETS`."""
+"""The full method and the paper's ablations, by their names in :data:`gravity_core.query.recipes.PRESETS`."""
 
 
 @dataclass(frozen=True)

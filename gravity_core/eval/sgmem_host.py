@@ -18,7 +18,7 @@ from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.hosts import Passage
 from gravity_core.schema import Utterance
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from gravity_core.sgmem import RankedChunk, SGMem

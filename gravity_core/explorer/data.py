@@ -12,6 +12,7 @@ from collections import Counter
 from datetime import date, datetime
 from typing import Any
 
+from gravity_core.build.stats import kb_stats
 from gravity_core.schema import (
     EntityAnchor,
     EventAnchor,
@@ -20,7 +21,6 @@ from gravity_core.schema import (
     TimeRef,
     TopicAnchor,
 )
-from gravity_core.stats import kb_stats
 
 __all__ = [
     "MAX_CO_OCCURRENCES",

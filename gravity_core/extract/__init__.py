@@ -1,1 +1,8 @@
+"""Extractors: observations of entities, events and topics from utterances, by the offline pipeline
+(spaCy, no model) or by a chat model."""
 
+from gravity_core.extract.base import Extractor
+from gravity_core.extract.llm import LLMExtractor
+from gravity_core.extract.offline import OfflineExtractor
+
+__all__ = ["Extractor", "LLMExtractor", "OfflineExtractor"]

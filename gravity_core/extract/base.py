@@ -11,7 +11,7 @@ import numpy.typing as npt
 from gravity_core.schema import AnchorUpdate, KnowledgeBase, Utterance
 
 if TYPE_CHECKING:
-    from gravity_core.file_cache import RecordedFiles
+    from gravity_core.storage.file_cache import RecordedFiles
 
 __all__ = ["Extractor", "FileCaching", "SessionSpanning", "TurnVectorReader"]
 

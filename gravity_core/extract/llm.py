@@ -18,7 +18,6 @@ from typing import cast
 from pydantic import BaseModel
 
 from gravity_core.errors import ConfigurationError, GravityError
-from gravity_core.file_cache import RecordedFiles
 from gravity_core.llm.base import ChatModel
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.llm.json_call import call_json
@@ -55,6 +54,7 @@ from gravity_core.schema import (
     TopicObservation,
     Utterance,
 )
+from gravity_core.storage.file_cache import RecordedFiles
 from gravity_core.temporal import normalize
 from gravity_core.temporal.context import tense_cue
 

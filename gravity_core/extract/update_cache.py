@@ -1,7 +1,7 @@
 """An extractor's answers to build batches, kept as JSON under a KB's ``cache/updates/``.
 
 An answer is keyed by the KB's lineage before the batch, the extractor and the batch
-(:func:`~gravity_core.lineage.batch_key`): the same key means the same KB and the same batch, so a
+(:func:`~gravity_core.schema.lineage.batch_key`): the same key means the same KB and the same batch, so a
 deterministic extractor would answer the same. A forget's rebuild replays the answers of the batches
 before the first one it changed and extracts only the rest; the entries it did not use belong to the
 old build and are deleted with the forget.
@@ -14,8 +14,8 @@ import logging
 
 from pydantic import ValidationError
 
-from gravity_core.file_cache import RecordedFiles
 from gravity_core.schema import AnchorUpdate
+from gravity_core.storage.file_cache import RecordedFiles
 
 __all__ = ["UPDATES", "UpdateCache"]
 

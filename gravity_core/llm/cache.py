@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gravity_core.file_cache import RecordedFiles
 from gravity_core.llm.base import ChatModel, Message
 from gravity_core.llm.text import answer_text, clean_text
+from gravity_core.storage.file_cache import RecordedFiles
 
 __all__ = ["CachedModel", "ResponseCache", "cache_key"]
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.packed_kb import KBReader
 from gravity_core.prompts.injection import (
     CONVERSATION_SUMMARIES,
     DEFAULT_INJECTION,
@@ -37,7 +36,8 @@ from gravity_core.schema import (
     SummaryRecord,
     TopicAnchor,
 )
-from gravity_core.tokens import TokenCounter
+from gravity_core.storage.packed_kb import KBReader
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["BlockLimits", "RenderedAnchors", "format_blocks", "format_summaries"]
 

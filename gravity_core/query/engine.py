@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gravity_core.anchor_vectors import EXPANSION_KIND, AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
-from gravity_core.packed_kb import KBReader
 from gravity_core.query.blocks import RenderedAnchors, format_blocks, format_summaries
 from gravity_core.query.config import ContextMode, QueryConfig
 from gravity_core.query.expansion import expand
@@ -38,8 +36,10 @@ from gravity_core.query.state import KBSnapshot
 from gravity_core.query.temporal_match import parse_temporal_query, temporal_event_matches
 from gravity_core.query.types import AnchorContext, ScoredAnchor
 from gravity_core.schema import AnchorKind, KnowledgeBase
-from gravity_core.store import AnchorStore, LoadedKB
-from gravity_core.tokens import TokenCounter
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, AnchorVectors, KindVectors
+from gravity_core.storage.packed_kb import KBReader
+from gravity_core.storage.store import AnchorStore, LoadedKB
+from gravity_core.text.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from gravity_core.build.builder import AnchorBuilder
@@ -68,7 +68,8 @@ class GravityEngine:
     caches built on the engine. An engine made from a KB object directly is a snapshot.
 
     Args:
-        kb: the knowledge base (a ``KnowledgeBase``, or a packed one, see :mod:`~gravity_core.packed_kb`).
+        kb: the knowledge base (a ``KnowledgeBase``, or a packed one, see
+            :mod:`~gravity_core.storage.packed_kb`).
         index: the anchor vectors (in-process numpy, or a Chroma collection).
         embedder: must be the embedder the KB's vectors were made with.
         config: default settings of each query (a query may pass its own).
@@ -292,7 +293,7 @@ class GravityEngine:
         """``context``'s anchors formatted again within ``token_budget`` tokens: ``(text, tokens)``.
 
         For a caller that shares one total budget between the anchors and the host's memories
-        (see :meth:`ContextPolicy.anchor_tokens <gravity_core.context_policy.ContextPolicy.anchor_tokens>`);
+        (see :meth:`ContextPolicy.anchor_tokens <gravity_core.context.policy.ContextPolicy.anchor_tokens>`);
         a budget below 1 gives ``("", 0)``.
         """
         if token_budget < 1:

@@ -9,147 +9,21 @@ the modules so that no module takes the whole budget. An anchor's texts are made
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import islice
-from operator import attrgetter
+from collections.abc import Iterator, Mapping, Sequence
 
-from gravity_core.anchor_vectors import expansion_key
-from gravity_core.packed_kb import KBReader
+from gravity_core.anchors.expansions import distinct_queries, expansion_key, expansion_texts
 from gravity_core.query.memo import remember
 from gravity_core.query.types import ScoredAnchor
-from gravity_core.schema import (
-    AnchorKind,
-    Attribute,
-    EntityAnchor,
-    EventAnchor,
-    Relation,
-    TopicAnchor,
-)
+from gravity_core.schema import AnchorKind, EntityAnchor, EventAnchor, TopicAnchor
+from gravity_core.storage.packed_kb import KBReader
 
-__all__ = [
-    "MAX_WORDS",
-    "ExpansionTexts",
-    "ROUND_ROBIN_ORDER",
-    "entity_expansions",
-    "event_expansions",
-    "expand",
-    "round_robin",
-    "topic_expansions",
-]
-
-MAX_WORDS = 16
-"""Longest expansion, in words."""
+__all__ = ["ROUND_ROBIN_ORDER", "ExpansionTexts", "expand", "round_robin"]
 
 ROUND_ROBIN_ORDER: tuple[AnchorKind, ...] = (AnchorKind.TOPIC, AnchorKind.ENTITY, AnchorKind.EVENT)
 """The order modules take their turns in."""
 
-_TOPIC_KEYWORDS_PER_PARTICIPANT = 2
 #: Anchors whose texts an :class:`ExpansionTexts` keeps at most (it starts again when full).
 _TEXTS_MEMO = 4096
-_FACT_ORDER = attrgetter("confidence", "mentions", "last_seen")
-
-
-def _words(identifier: str) -> str:
-    """'relationship_status' -> 'relationship status'."""
-    return identifier.replace("_", " ").strip()
-
-
-def _distinct(texts: Iterable[str], seen: set[str] | None = None) -> Iterator[str]:
-    """Texts clipped to :data:`MAX_WORDS` single-spaced words, each identity once (``seen`` is updated)."""
-    seen = set() if seen is None else seen
-    for text in texts:
-        clipped = " ".join(text.split()[:MAX_WORDS])
-        key = clipped.casefold()
-        if key and key not in seen:
-            seen.add(key)
-            yield clipped
-
-
-def _entity_texts(entity: EntityAnchor) -> Iterator[str]:
-    facts: list[Attribute | Relation] = [*entity.current_attributes(), *entity.relations]
-    facts.sort(key=_FACT_ORDER, reverse=True)  # stable: ties keep attributes first, in KB order
-    for fact in facts:
-        if isinstance(fact, Attribute):
-            yield f"{entity.name} {_words(fact.name)} {fact.value}"
-        else:
-            yield f"{entity.name} {_words(fact.relation)} {fact.object}"
-    if not facts:
-        yield entity.name
-
-
-def entity_expansions(entity: EntityAnchor, limit: int | None = None) -> list[str]:
-    """The entity's name with each current attribute and each relation.
-
-    E.g. ``"Caroline career counseling"``, ``"Caroline sister Lena"``; best first by
-    (confidence, mentions, most recent).
-
-    Args:
-        entity: Any entity anchor.
-        limit: At most this many (all when None).
-
-    Returns:
-        Short queries, without duplicates; just the name when the entity has neither.
-    """
-    return list(islice(_distinct(_entity_texts(entity)), limit))
-
-
-def _time_label(event: EventAnchor) -> str:
-    when = event.when
-    if when is None or when.start is None:
-        return ""
-    if when.basis == "mention":  # the day it was told: it happened then or shortly before
-        return f"{when.start.day} {when.start:%B %Y}"
-    return when.label()
-
-
-def _event_texts(event: EventAnchor) -> Iterator[str]:
-    head = f"{' and '.join(event.who)} {event.what}"
-    yield f"{head} {_time_label(event)}"
-    if event.where:
-        yield f"{head} at {event.where}"
-    if event.outcome:
-        yield f"{head} {event.outcome}"
-
-
-def event_expansions(event: EventAnchor, limit: int | None = None) -> list[str]:
-    """Participants, action and date, then the place and the outcome when known.
-
-    E.g. ``"Caroline went to a LGBTQ support group 7 May 2023"``.
-
-    Args:
-        event: Any event anchor.
-        limit: At most this many (all when None).
-
-    Returns:
-        One to three short queries, the dated one first.
-    """
-    return list(islice(_distinct(_event_texts(event)), limit))
-
-
-def _topic_texts(topic: TopicAnchor) -> Iterator[str]:
-    for fact in topic.key_facts:
-        yield fact.text
-    keywords = topic.keywords[:_TOPIC_KEYWORDS_PER_PARTICIPANT] or [topic.label]
-    for keyword in keywords:
-        for person in topic.participants:
-            yield f"{person} {keyword}"
-    if not topic.key_facts and not topic.participants:
-        yield topic.label
-
-
-def topic_expansions(topic: TopicAnchor, limit: int | None = None) -> list[str]:
-    """The topic's key facts, then each participant with the topic's first keywords.
-
-    E.g. ``"Melanie: I painted that lake sunrise last year!"``, ``"Melanie painting"``.
-
-    Args:
-        topic: Any topic anchor.
-        limit: At most this many (all when None).
-
-    Returns:
-        Short queries; the label when the topic has neither facts nor participants.
-    """
-    return list(islice(_distinct(_topic_texts(topic)), limit))
 
 
 def _take_turns(queues: Sequence[Iterator[str]], budget: int, exclude: str) -> list[str]:
@@ -162,7 +36,7 @@ def _take_turns(queues: Sequence[Iterator[str]], budget: int, exclude: str) -> l
         for queue in live:
             if len(out) >= budget:
                 break
-            taken = next(_distinct(queue, seen), None)
+            taken = next(distinct_queries(queue, seen), None)
             if taken is not None:
                 out.append(taken)
                 alive.append(queue)
@@ -222,7 +96,7 @@ class ExpansionTexts:
         found = self._memo.get(key)
         if found is None:
             found = remember(
-                self._memo, key, tuple(_distinct(_texts_of(self.kb, kind, anchor_id))), _TEXTS_MEMO
+                self._memo, key, tuple(distinct_queries(_texts_of(self.kb, kind, anchor_id))), _TEXTS_MEMO
             )
         return found
 
@@ -261,11 +135,11 @@ def expand(
 
 
 def _texts_of(kb: KBReader, kind: AnchorKind, anchor_id: str) -> Iterator[str]:
+    anchor: EntityAnchor | EventAnchor | TopicAnchor | None
     if kind is AnchorKind.ENTITY:
-        entity = kb.entities.get(anchor_id)
-        return _entity_texts(entity) if entity is not None else iter(())
-    if kind is AnchorKind.EVENT:
-        event = kb.events.get(anchor_id)
-        return _event_texts(event) if event is not None else iter(())
-    topic = kb.topics.get(anchor_id)
-    return _topic_texts(topic) if topic is not None else iter(())
+        anchor = kb.entities.get(anchor_id)
+    elif kind is AnchorKind.EVENT:
+        anchor = kb.events.get(anchor_id)
+    else:
+        anchor = kb.topics.get(anchor_id)
+    return iter(()) if anchor is None else expansion_texts(anchor)

@@ -44,9 +44,9 @@ from gravity_core.extract.offline.keywords import (
     lemmatize,
     matched_words,
 )
-from gravity_core.packed_kb import KBReader
 from gravity_core.query.memo import remember
 from gravity_core.schema import EntityAnchor, EventAnchor, TopicAnchor
+from gravity_core.storage.packed_kb import KBReader
 
 __all__ = ["AnchorLexicon", "EventDates", "Stemmer", "stem"]
 

@@ -17,7 +17,7 @@ the source keeps from passing to a new folder by holding the folder open.
 
 What "newest complete" means for a folder: the generation the manifest names. A build's journal
 checkpoints between generations are not visible to readers (they carry no vectors, and
-:meth:`AnchorStore.load <gravity_core.store.AnchorStore.load>` reads whole generations only), so a
+:meth:`AnchorStore.load <gravity_core.storage.store.AnchorStore.load>` reads whole generations only), so a
 long build shows up at its full saves: the ones it makes when the journal outgrows the generation,
 and the one at its end.
 """
@@ -34,12 +34,12 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from gravity_core.anchor_vectors import ANCHOR_KINDS, EXPANSION_KIND, AnchorVectors
 from gravity_core.errors import GravityError
 from gravity_core.query.index.numpy_index import DEFAULT_IVF
 from gravity_core.query.state import KBSnapshot
 from gravity_core.schema import KnowledgeBase
-from gravity_core.store import AnchorStore, LoadedKB
+from gravity_core.storage.anchor_vectors import ANCHOR_KINDS, EXPANSION_KIND, AnchorVectors
+from gravity_core.storage.store import AnchorStore, LoadedKB
 
 if TYPE_CHECKING:
     from gravity_core.build.builder import AnchorBuilder
@@ -287,7 +287,7 @@ class BuilderSource:
     """An in-process :class:`~gravity_core.build.builder.AnchorBuilder`: changed by each ``add`` that adds.
 
     Every ``add`` that extracts something ends by embedding the changed anchors, which replaces
-    each kind's :class:`~gravity_core.anchor_vectors.KindVectors`; the check compares those
+    each kind's :class:`~gravity_core.storage.anchor_vectors.KindVectors`; the check compares those
     objects (and the builder's KB and vectors objects) by identity. A read copies the KB, so the
     snapshot served is not changed by the builder's next ``add``.
 

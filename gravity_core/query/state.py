@@ -11,16 +11,16 @@ import threading
 from dataclasses import dataclass, field
 from datetime import date
 
-from gravity_core.anchor_vectors import KindVectors, summary_vectors
 from gravity_core.embeddings.base import Embedder
-from gravity_core.packed_kb import KBReader, to_knowledge_base
 from gravity_core.query.blocks import RenderedAnchors
 from gravity_core.query.expansion import ExpansionTexts
 from gravity_core.query.index import AnchorIndex
 from gravity_core.query.lexicon import AnchorLexicon
 from gravity_core.query.stored_expansions import StoredExpansions
 from gravity_core.schema import KnowledgeBase
-from gravity_core.tokens import TokenCounter
+from gravity_core.storage.anchor_vectors import KindVectors, summary_vectors
+from gravity_core.storage.packed_kb import KBReader, to_knowledge_base
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["KBSnapshot"]
 
@@ -31,7 +31,7 @@ class KBSnapshot:
 
     Attributes:
         kb: the knowledge base (not changed while the snapshot is served): a ``KnowledgeBase``, or
-            a :class:`~gravity_core.packed_kb.PackedKB` for one read from a folder.
+            a :class:`~gravity_core.storage.packed_kb.PackedKB` for one read from a folder.
         index: the anchor vectors.
         lexicon: native-matching tables of ``kb``.
         rendered: memo of ``kb``'s rendered anchors.

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gravity_core.anchor_vectors import KindVectors, expansion_key
+from gravity_core.anchors.expansions import expansion_key
 from gravity_core.embeddings.base import Matrix
+from gravity_core.storage.anchor_vectors import KindVectors
 
 __all__ = ["StoredExpansions"]
 

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.packed_kb import KBReader
 from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.storage.packed_kb import KBReader
 from gravity_core.temporal import find_time_expressions
 
 __all__ = ["BeforeAfter", "TemporalQuery", "parse_temporal_query", "temporal_event_matches"]

@@ -36,7 +36,7 @@ class BuildInfo(BaseModel):
     embedder: str = ""
     batch_size: int = 0
     failed_batches: list[FailedBatch] = Field(default_factory=list)
-    #: Digest of the batches merged so far and what each gave (:mod:`gravity_core.lineage`).
+    #: Digest of the batches merged so far and what each gave (:mod:`gravity_core.schema.lineage`).
     lineage: str = ""
 
 

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from gravity_core.chroma_clients import (
+from gravity_core.embeddings.base import Matrix
+from gravity_core.errors import ConfigurationError
+from gravity_core.storage.chroma_clients import (
     ChromaEndpoint,
     ChromaRetry,
     persistent_client,
     require_chromadb,
     server_client,
 )
-from gravity_core.embeddings.base import Matrix
-from gravity_core.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError, ProviderError, UnexpectedModelOutput
 from gravity_core.llm.base import ChatModel
@@ -34,7 +34,7 @@ from gravity_core.sgmem.retrieval import (
 from gravity_core.sgmem.state import SGMemState
 from gravity_core.sgmem.types import SGMemResult
 from gravity_core.sgmem.units import DialogueUnits
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["AddReport", "SGMem"]
 
@@ -498,7 +498,7 @@ class SGMem:
         Each query runs the whole retrieval (seeds, expansion, chunk ranking, memories) on its own;
         the question's ranking (``queries[0]``) leads and the best ``policy.depth`` chunks of each
         other query's ranking may take the policy's bounded places (see
-        :class:`~gravity_core.context_policy.ContextPolicy`), then the result is cut to the
+        :class:`~gravity_core.context.policy.ContextPolicy`), then the result is cut to the
         budget. Chunk and memory scores of the result are reciprocal-rank scores.
 
         Args:

@@ -14,7 +14,7 @@ Layout::
 A save writes a new generation folder under a temporary name, renames it, then replaces
 ``manifest.json`` (temp file + ``os.replace``): a reader sees the old index or the new one, and a
 crash mid-save leaves the previous generation in force. The previous generation is kept; older
-ones are deleted only if the store can prove it wrote them (:mod:`gravity_core.generation_dirs`).
+ones are deleted only if the store can prove it wrote them (:mod:`gravity_core.storage.generation_dirs`).
 A save holds the folder's writer lock. An OS error (a read-only folder, a full disk, a folder where a
 file should be, a name too long) is a :class:`~gravity_core.errors.StorageAccessError` naming the path
 and what to do, with the previous generation intact.
@@ -34,8 +34,13 @@ import numpy as np
 from pydantic import ValidationError
 
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import read_npy, write_npy
-from gravity_core.generation_dirs import (
+from gravity_core.sgmem.config import GraphConfig
+from gravity_core.sgmem.graph import SentenceGraph
+from gravity_core.sgmem.memories import Memory
+from gravity_core.sgmem.state import VECTOR_KINDS, SGMemState
+from gravity_core.sgmem.units import DialogueUnits
+from gravity_core.storage.files import read_npy, write_npy
+from gravity_core.storage.generation_dirs import (
     WRITER_LOCK,
     check_output_folder,
     fsync_dir,
@@ -46,13 +51,8 @@ from gravity_core.generation_dirs import (
     stage_generation,
     writer_lock,
 )
-from gravity_core.sgmem.config import GraphConfig
-from gravity_core.sgmem.graph import SentenceGraph
-from gravity_core.sgmem.memories import Memory
-from gravity_core.sgmem.state import VECTOR_KINDS, SGMemState
-from gravity_core.sgmem.units import DialogueUnits
-from gravity_core.storage_errors import check_writable, os_errors
-from gravity_core.store import write_json_atomic
+from gravity_core.storage.os_errors import check_writable, os_errors
+from gravity_core.storage.store import write_json_atomic
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "is_sgmem_dir", "load_state", "save_state"]
 

@@ -12,7 +12,7 @@
    budget is used as plain retrieval would use it (``RankedChunk.hop`` is ``None`` for them).
 4. **Memories**: the ``top_memories`` generated memories with cosine >= ``memory_min_score``.
 5. **Fusion** (the question plus GRAVITY's expansions): the context policy
-   (:class:`~gravity_core.context_policy.ContextPolicy`), as every integration and the evaluation
+   (:class:`~gravity_core.context.policy.ContextPolicy`), as every integration and the evaluation
    use it: the question's ranking leads and each expansion's best chunks may only take bounded
    places after it, for chunks the question has not placed. A chunk's score is its reciprocal-rank
    score over the queries that found it (fusing whole rankings with equal weights halved evidence
@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.prompts.sgmem import render_memory_line, render_turn_line
 from gravity_core.sgmem.config import ChunkGranularity, RetrievalConfig, ScoreAggregate
 from gravity_core.sgmem.state import SGMemState
 from gravity_core.sgmem.types import MatchedMemory, RankedChunk, SGMemResult
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["ChunkHit", "ChunkTexts", "Ranking", "fuse", "pack", "rank", "row_dots", "top_indices"]
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gravity_core.cli.eval_cmd import make_eval_app
-from gravity_core.context_policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY
 from gravity_core.errors import MissingDependencyError
 from gravity_core.eval.plots import write_plots
 from gravity_core.eval.report import markdown_report

@@ -7,7 +7,7 @@ import pytest
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.context import ContextWindow, fill_budget
 from gravity_core.eval.hosts import Passage
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 

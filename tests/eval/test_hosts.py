@@ -14,7 +14,7 @@ from gravity_core.eval.embedding_cache import EmbeddingCache
 from gravity_core.eval.hosts import Host, VectorHost, render_turn, session_label
 from gravity_core.eval.sgmem_host import SGMemHost, sgmem_available
 from gravity_core.schema import Utterance
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.embeddings.base import Matrix
 from gravity_core.eval.datasets import EvalSample, load_locomo_eval
@@ -17,8 +17,8 @@ from gravity_core.eval.results import OVERALL, EvalResults
 from gravity_core.eval.runner import run_eval
 from gravity_core.eval.settings import HOST_ALONE, EvalConfig, anchor_budget
 from gravity_core.llm.base import ChatModel
-from gravity_core.recipes import PRESETS
-from gravity_core.tokens import TokenCounter
+from gravity_core.query.recipes import PRESETS
+from gravity_core.text.tokens import TokenCounter
 
 from .conftest import anchors_answerer, yes_judge
 

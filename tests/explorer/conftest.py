@@ -29,7 +29,7 @@ from gravity_core.schema import (
     TrailLink,
     Utterance,
 )
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from tests.explorer.browser import CHROMIUM_ARGS, CHROMIUM_INSTALL, chromium_executable
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation

@@ -18,7 +18,7 @@ from chromadb.config import Settings
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import GravityEmbeddings, GravityRetriever
 

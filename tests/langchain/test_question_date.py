@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from gravity_core.context_policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import (

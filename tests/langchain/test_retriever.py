@@ -17,7 +17,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from gravity_core.context_policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig

@@ -12,7 +12,7 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.query.engine import GravityEngine
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_langchain import GravityRetriever
 from tests.langchain.conftest import EVERY_SEARCHED, CountingGravityEmbeddings, SpyStore
 

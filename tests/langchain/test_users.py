@@ -31,7 +31,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.prompts.injection import PRIORITY_INSTRUCTION
 from gravity_core.schema import Utterance
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_langchain import (
     ANCHORS_EVENT,
     BatchedSearch,

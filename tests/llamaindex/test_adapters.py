@@ -29,7 +29,7 @@ from gravity_core.llm.base import ChatModel
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_llamaindex import (
     GravityEmbedding,
     LlamaIndexChatModel,

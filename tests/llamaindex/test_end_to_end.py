@@ -22,7 +22,7 @@ from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from gravity_core.context_policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext

@@ -7,7 +7,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine

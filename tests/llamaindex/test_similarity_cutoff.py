@@ -12,7 +12,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.schema import TextNode
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext

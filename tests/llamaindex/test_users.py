@@ -39,7 +39,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.query.engine import GravityEngine
 from gravity_core.schema import Utterance
-from gravity_core.users import UserKBs
+from gravity_core.serving.users import UserKBs
 from gravity_llamaindex import (
     AnchorProvider,
     GravityAnchorsEvent,

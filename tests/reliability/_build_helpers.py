@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from gravity_core.anchor_vectors import VECTOR_KINDS
 from gravity_core.llm.base import Message
 from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import VECTOR_KINDS
+from gravity_core.storage.store import AnchorStore
 
 START = datetime(2024, 1, 8, 18, 0, tzinfo=UTC)
 _PEOPLE = ("Maya", "Jonas")

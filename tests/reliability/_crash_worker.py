@@ -56,7 +56,7 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import batch_ids, conversation, good_answer
 
@@ -104,7 +104,7 @@ class KillSwitch:
             (os, "fsync"),
             (os, "unlink"),
             (shutil, "rmtree"),
-            (os, "mkdir"),  # the staging folder of a save (gravity_core.files.new_temp_dir)
+            (os, "mkdir"),  # the staging folder of a save (gravity_core.storage.files.new_temp_dir)
             (os, "link"),  # a delta generation's links to its base's files
         ):
             passthrough(module, name)
@@ -178,7 +178,7 @@ def build(
 
 def forget(folder: str, kill: str, torn: bool, session: str) -> None:
     """Forget ``session`` from the KB in ``folder`` (built by :func:`build`), killed as planned."""
-    from gravity_core.forget import ForgetRequest
+    from gravity_core.build.forget import ForgetRequest
 
     switch = KillSwitch(kill, torn)
     switch.install()

@@ -1,6 +1,6 @@
 """Fakes for the OS only: a disk that fills up and a folder that refuses writes.
 
-The stores write every byte with ``os.write`` (:mod:`gravity_core.files`), so a full disk is
+The stores write every byte with ``os.write`` (:mod:`gravity_core.storage.files`), so a full disk is
 ``os.write`` raising ``ENOSPC`` for a file in the KB folder; which file is read from
 ``/proc/self/fd``. A read-only folder is ``chmod 0o555`` for an ordinary user; root writes through
 any mode, so for root the calls that create, rename or remove an entry in the folder raise

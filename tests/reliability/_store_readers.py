@@ -10,7 +10,6 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gravity_core.anchor_vectors import AnchorVectors
 from gravity_core.build.merge import apply_update
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.schema import (
@@ -23,7 +22,8 @@ from gravity_core.schema import (
     TopicObservation,
     Utterance,
 )
-from gravity_core.store import AnchorStore, LoadedKB
+from gravity_core.storage.anchor_vectors import AnchorVectors
+from gravity_core.storage.store import AnchorStore, LoadedKB
 
 EMBEDDER = HashingEmbedder(dim=32)
 

@@ -30,7 +30,7 @@ from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import Utterance
 from gravity_core.sgmem import SGMem
-from gravity_core.store import WRITER_LOCK, AnchorStore
+from gravity_core.storage.store import WRITER_LOCK, AnchorStore
 from gravity_core.testing import FakeChatModel
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,7 +30,6 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import StorageAccessError
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.json_patch import apply, diff
 from gravity_core.llm.base import Message
 from gravity_core.loaders import load_conversation
 from gravity_core.schema import (
@@ -42,7 +41,8 @@ from gravity_core.schema import (
     TimeRef,
     Utterance,
 )
-from gravity_core.store import JOURNAL, AnchorStore
+from gravity_core.storage.json_patch import apply, diff
+from gravity_core.storage.store import JOURNAL, AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import batch_ids, comparable, conversation, good_answer
 from tests.reliability._os_fakes import disk_full

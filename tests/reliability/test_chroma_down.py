@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.chroma_clients import ChromaRetry, is_transient, server_client
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, ProviderError
@@ -35,7 +34,8 @@ from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex
 from gravity_core.schema import AnchorKind
 from gravity_core.sgmem import ChromaSGMemStore, SGMem
-from gravity_core.store import AnchorStore
+from gravity_core.storage.chroma_clients import ChromaRetry, is_transient, server_client
+from gravity_core.storage.store import AnchorStore
 from tests.conftest import free_port
 
 chromadb = pytest.importorskip("chromadb")
@@ -113,7 +113,7 @@ def test_nothing_listening_is_retried_then_named(opener: str, caplog: pytest.Log
     url = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     with (
-        caplog.at_level(logging.INFO, logger="gravity_core.chroma_clients"),
+        caplog.at_level(logging.INFO, logger="gravity_core.storage.chroma_clients"),
         pytest.raises(ProviderError, match=re.escape(url)) as error,
     ):
         OPENERS[opener](port)
@@ -170,7 +170,7 @@ def test_a_server_that_comes_up_during_the_retries_is_used(
 ) -> None:
     port = free_port()
     spawn(tmp_path / "db", port)  # not up yet: the first requests are refused
-    with caplog.at_level(logging.INFO, logger="gravity_core.chroma_clients"):
+    with caplog.at_level(logging.INFO, logger="gravity_core.storage.chroma_clients"):
         index = ChromaAnchorIndex.server("127.0.0.1", port, "late", retry=PATIENT)
     assert any("retrying" in r.getMessage() for r in caplog.records)
     engine = GravityEngine.from_dir(kb_dir, embedder=hashing, index=index)

@@ -27,9 +27,9 @@ from gravity_core.query import lexicon
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex
+from gravity_core.query.recipes import PRESETS
 from gravity_core.query.types import AnchorContext
-from gravity_core.recipes import PRESETS
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_conversation.jsonl"
 THREADS = 16

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from tests.reliability._build_helpers import stored_state
 from tests.reliability.test_crash_resume import Worker, workers  # noqa: F401 (a fixture)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from gravity_core.store import MANIFEST, WRITER_LOCK, AnchorStore
+from gravity_core.storage.store import MANIFEST, WRITER_LOCK, AnchorStore
 from tests.reliability._build_helpers import comparable, conversation, vectors_by_id
 from tests.reliability._crash_worker import SESSIONS, TURNS
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from gravity_core.anchor_vectors import anchor_texts
 from gravity_core.build import AnchorBuilder
+from gravity_core.build.forget import ForgetRequest
 from gravity_core.extract.llm import LLMExtractor
-from gravity_core.forget import ForgetRequest
-from gravity_core.generation_dirs import MARKER
 from gravity_core.llm.cache import ResponseCache
 from gravity_core.schema import AnchorKind, KnowledgeBase
-from gravity_core.store import AnchorStore
+from gravity_core.storage.anchor_vectors import anchor_texts
+from gravity_core.storage.generation_dirs import MARKER
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.test_cli_forget import error_line, run, run_ok
 from tests.test_forget import EMBEDDER, chat, fused_answer
@@ -149,8 +149,8 @@ def test_a_forget_never_prunes_an_llm_answer_cache_outside_the_kb(tmp_path: Path
 
 
 def test_the_cli_says_a_cache_outside_the_kb_was_left_as_it_is(tmp_path: Path) -> None:
+    from gravity_core.build.forget import ForgetReport
     from gravity_core.cli.forget_cmd import _summary
-    from gravity_core.forget import ForgetReport
 
     report = ForgetReport(forgotten=1, remaining=2, generation=3, caches_not_pruned=[tmp_path / "answers"])
     line = _summary(tmp_path / "kb", report)

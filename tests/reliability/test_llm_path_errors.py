@@ -33,7 +33,7 @@ from gravity_core.llm.json_call import call_json
 from gravity_core.llm.retry import RetryingChatModel, RetryPolicy
 from gravity_core.prompts import FusedExtraction
 from gravity_core.providers import load_chat_model
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel, recorded_model_from_file
 from tests.reliability._build_helpers import batch_ids, conversation, good_answer
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from gravity_core.build.builder import MAX_RAW_OUTPUT_CHARS, AnchorBuilder
+from gravity_core.build.stats import failed_batch_rows, kb_stats
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.llm.base import Message
 from gravity_core.llm.cache import ResponseCache
-from gravity_core.stats import failed_batch_rows, kb_stats
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import batch_ids, conversation, good_answer
 

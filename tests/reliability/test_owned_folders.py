@@ -16,10 +16,10 @@ from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError
 from gravity_core.extract.llm import LLMExtractor
-from gravity_core.generation_dirs import MARKER
 from gravity_core.schema import Utterance
 from gravity_core.sgmem import SGMem
-from gravity_core.store import MANIFEST, WRITER_LOCK, AnchorStore
+from gravity_core.storage.generation_dirs import MARKER
+from gravity_core.storage.store import MANIFEST, WRITER_LOCK, AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import conversation, good_answer
 

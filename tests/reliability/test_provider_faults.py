@@ -28,7 +28,7 @@ from gravity_core.llm.cache import ResponseCache
 from gravity_core.llm.retry import ConcurrencyLimiter, RetryingChatModel, RetryPolicy, is_retryable
 from gravity_core.providers import load_chat_model
 from gravity_core.schema import KnowledgeBase
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import batch_ids, comparable, conversation, good_answer
 

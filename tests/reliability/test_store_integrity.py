@@ -23,9 +23,9 @@ from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError
 from gravity_core.extract.llm import LLMExtractor
-from gravity_core.generation_dirs import MARKER
 from gravity_core.schema import KnowledgeBase
-from gravity_core.store import CHECKSUMS, MANIFEST, WRITER_LOCK, AnchorStore, LoadedKB
+from gravity_core.storage.generation_dirs import MARKER
+from gravity_core.storage.store import CHECKSUMS, MANIFEST, WRITER_LOCK, AnchorStore, LoadedKB
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import comparable, conversation, good_answer
 from tests.reliability._store_readers import consistent_version, reader_loop, versioned_kb

@@ -27,16 +27,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gravity_core.anchor_vectors import KindVectors
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import AnchorStoreError, StorageAccessError
 from gravity_core.extract.llm import LLMExtractor
-from gravity_core.generation_dirs import WRITER_LOCK, generation_folder
 from gravity_core.sgmem import SGMem
-from gravity_core.storage_errors import describe_os_error
-from gravity_core.store import MANIFEST, AnchorStore
+from gravity_core.storage.anchor_vectors import KindVectors
+from gravity_core.storage.generation_dirs import WRITER_LOCK, generation_folder
+from gravity_core.storage.os_errors import describe_os_error
+from gravity_core.storage.store import MANIFEST, AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import conversation, good_answer
 from tests.reliability._os_fakes import disk_full, read_only, refuse_writes
@@ -376,7 +376,7 @@ def test_without_digests_the_file_that_disagrees_with_the_kb_is_named(tmp_path: 
 HOLD = """
 import sys
 from pathlib import Path
-from gravity_core.generation_dirs import writer_lock
+from gravity_core.storage.generation_dirs import writer_lock
 with writer_lock(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.read()

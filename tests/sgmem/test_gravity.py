@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError

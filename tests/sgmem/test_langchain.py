@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder  # noqa: E402
 from gravity_core.errors import ConfigurationError  # noqa: E402
 from gravity_core.loaders import load_conversation  # noqa: E402

@@ -17,7 +17,7 @@ from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 from llama_index.core.schema import MetadataMode, QueryBundle  # noqa: E402
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder  # noqa: E402
 from gravity_core.errors import ConfigurationError  # noqa: E402
 from gravity_core.query.engine import GravityEngine  # noqa: E402

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gravity_core.context_policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import Utterance
 from gravity_core.sgmem import ChunkGranularity, RetrievalConfig, SGMem
-from gravity_core.tokens import TokenCounter
+from gravity_core.text.tokens import TokenCounter
 
 QUESTION = "When did Maya adopt Biscuit the dog?"
 

@@ -23,10 +23,10 @@ from gravity_core.extract.offline.parsing import noun_phrases, parse_batch, pars
 from gravity_core.extract.offline.summaries import summarize_batch
 from gravity_core.extract.offline.topics import TopicExtractor
 from gravity_core.extract.update_cache import UPDATES, UpdateCache
-from gravity_core.file_cache import RecordedFiles
-from gravity_core.lineage import batch_key
-from gravity_core.nlp import load_pipeline, pipeline_id
 from gravity_core.schema import AnchorUpdate, EntityType, KnowledgeBase, Utterance
+from gravity_core.schema.lineage import batch_key
+from gravity_core.storage.file_cache import RecordedFiles
+from gravity_core.text.nlp import load_pipeline, pipeline_id
 
 __all__ = ["OfflineExtractor", "ParseCache", "parse_cache_of"]
 
@@ -42,7 +42,7 @@ class OfflineExtractor:
     Args:
         embedder: used for topic segmentation and linking (the KB's anchor embedder is a good choice).
         pipeline: the spaCy pipeline: an installed package name or folder, or a loaded ``Language``;
-            ``None`` for the default (see :func:`gravity_core.nlp.load_pipeline`). A name is loaded on
+            ``None`` for the default (see :func:`gravity_core.text.nlp.load_pipeline`). A name is loaded on
             first use.
         parses: where parsed batches are kept (a KB's ``cache/parses``: :func:`parse_cache_of`), so a
             rebuild after a forget parses only the batches it changed.

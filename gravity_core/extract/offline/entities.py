@@ -48,7 +48,7 @@ WEAK = 0.5
 
 GENERIC_ASSISTANT_NAMES = frozenset({"assistant"})
 """Casefolded speaker names of an AI assistant that has no name of its own: "Assistant" of the chat
-adapters (``gravity_core.messages.DEFAULT_SPEAKERS``), "assistant" in LongMemEval. It is not a person,
+adapters (``gravity_core.serving.messages.DEFAULT_SPEAKERS``), "assistant" in LongMemEval. It is not a person,
 so it gets no entity profile, and what it says of itself ("I'd recommend ...") is nobody's attribute;
 the entities its turns mention are kept. A named assistant ("Nova") is a speaker like any other."""
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from gravity_core.file_cache import RecordedFiles
+from gravity_core.storage.file_cache import RecordedFiles
 
 __all__ = ["PARSES", "ParseCache"]
 

@@ -8,7 +8,7 @@ collections, writing only rows whose text digest changed.
 Deleting a row does not erase it in Chroma: its log keeps the id and float32 vector until the HNSW
 index is persisted, the HNSW files keep deleted vectors and SQLite keeps deleted rows in free pages.
 So a sync that purges (after a forget) rebuilds every collection from the KB's rows and compacts an
-embedded database (:func:`~gravity_core.chroma_clients.compact_chroma_folder`).
+embedded database (:func:`~gravity_core.storage.chroma_clients.compact_chroma_folder`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors
-from gravity_core.chroma_clients import (
+from gravity_core.embeddings.base import Matrix
+from gravity_core.errors import ConfigurationError, GravityError
+from gravity_core.query.index.base import query_vector
+from gravity_core.schema import AnchorKind
+from gravity_core.storage.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.storage.chroma_clients import (
     ChromaEndpoint,
     ChromaRetry,
     compact_chroma_folder,
@@ -35,10 +39,6 @@ from gravity_core.chroma_clients import (
     require_chromadb,
     server_client,
 )
-from gravity_core.embeddings.base import Matrix
-from gravity_core.errors import ConfigurationError, GravityError
-from gravity_core.query.index.base import query_vector
-from gravity_core.schema import AnchorKind
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -159,7 +159,7 @@ class ChromaAnchorIndex:
         ```
 
     A server that stops answering is retried (``retry``, see
-    :class:`~gravity_core.chroma_clients.ChromaRetry`) before a :class:`ProviderError` naming its URL.
+    :class:`~gravity_core.storage.chroma_clients.ChromaRetry`) before a :class:`ProviderError` naming its URL.
     A sync cut short leaves the collections marked out of date, so the next sync completes them.
     After a forget, a sync purges (see :meth:`sync`): Chroma then keeps no id or vector of what
     was forgotten, on disk included when the database is embedded.
@@ -270,7 +270,7 @@ class ChromaAnchorIndex:
         pages keep ids and vectors), so a sync that **purges** instead rebuilds every kind's
         collection from ``vectors`` (a new collection takes the old one's name) and, for an
         embedded database, compacts its folder
-        (:func:`~gravity_core.chroma_clients.compact_chroma_folder`). Afterwards the database
+        (:func:`~gravity_core.storage.chroma_clients.compact_chroma_folder`). Afterwards the database
         holds no id, metadata or vector of a row that is not in ``vectors``. A Chroma server's
         folder keeps free pages and deleted collections' folders until it is compacted there.
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gravity_core.anchor_vectors import AnchorVectors, KindVectors
 from gravity_core.embeddings.base import Matrix
 from gravity_core.errors import ConfigurationError
-from gravity_core.files import RowReader
 from gravity_core.query.index.base import query_vector
 from gravity_core.query.index.ivf import IVFSearch, IVFSettings
 from gravity_core.schema import AnchorKind
+from gravity_core.storage.anchor_vectors import AnchorVectors, KindVectors
+from gravity_core.storage.files import RowReader
 
 __all__ = ["DEFAULT_IVF", "NumpyAnchorIndex"]
 

@@ -3,9 +3,9 @@
 Writing the whole KB at every checkpoint made a build's time grow with the square of the
 conversation's length. A checkpoint appends one line instead, holding only the utterances,
 anchors and summaries added or changed since the last checkpoint and the build log if it changed
-(:class:`~gravity_core.kb_changes.KBChanges`). New ones are written whole; an anchor the build
+(:class:`~gravity_core.schema.changes.KBChanges`). New ones are written whole; an anchor the build
 keeps changing (a speaker, a topic of every session) as a patch against what the journal last
-said of it (:mod:`gravity_core.json_patch`): what was appended to its sources, arc or
+said of it (:mod:`gravity_core.storage.json_patch`): what was appended to its sources, arc or
 co-occurrences, not all of it again. A build that resumes reads
 the current generation and replays the journal over it; when the journal outgrows the generation
 it follows, the next checkpoint writes a full generation instead, and so does the end of every
@@ -30,11 +30,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gravity_core import json_patch
-from gravity_core.files import write_all
-from gravity_core.generation_dirs import fsync_dir
-from gravity_core.kb_changes import PARTS, KBChanges
 from gravity_core.schema import KnowledgeBase
+from gravity_core.schema.changes import PARTS, KBChanges
+from gravity_core.storage import json_patch
+from gravity_core.storage.files import write_all
+from gravity_core.storage.generation_dirs import fsync_dir
 
 __all__ = ["JOURNAL", "Journal", "JournalEncoder", "append_record", "read_journal"]
 

@@ -2,7 +2,7 @@
 
 The merge steps note every utterance, entity, event, topic and summary they add or change
 (:func:`~gravity_core.build.merge.apply_update`); the builder notes the build log. A checkpoint
-then writes only those (:mod:`gravity_core.journal`), so its cost follows what changed, not the
+then writes only those (:mod:`gravity_core.storage.journal`), so its cost follows what changed, not the
 size of the KB.
 """
 

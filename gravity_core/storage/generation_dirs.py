@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import new_temp_dir
+from gravity_core.storage.files import new_temp_dir
 
 __all__ = [
     "MARKER",
@@ -49,7 +49,7 @@ MARKER = ".gravity-generation.json"
 #: The lock file writers hold while they write (empty; see :func:`writer_lock`).
 WRITER_LOCK = ".writer.lock"
 _FINAL = re.compile(r"^g(\d{6})$")
-# The random part of gravity_core.files.new_temp_dir (8 hex characters), or of tempfile.mkdtemp
+# The random part of gravity_core.storage.files.new_temp_dir (8 hex characters), or of tempfile.mkdtemp
 # (8 of [a-z0-9_]) in KBs written before it.
 _STAGING = re.compile(r"^\.g(\d{6})\.[a-z0-9_]{8}$")
 _MANIFEST_TMP = re.compile(r"^\.manifest\.json\.[a-z0-9_]{8}\.tmp$")

@@ -9,8 +9,8 @@ Layout of a KB folder::
         vectors-entity.npy  vectors-event.npy  vectors-topic.npy  vectors-summary.npy
     g000008/                 a delta generation over g000007: what an add changed (delta-*.json,
                              delta-vectors-*.npy, delta.json), the rest hard links to g000007's
-                             files (base-*), see gravity_core.generation_delta
-    journal.jsonl            checkpoints of a build since the current generation (gravity_core.journal)
+                             files (base-*), see gravity_core.storage.generation_delta
+    journal.jsonl            a build's checkpoints since the current generation (gravity_core.storage.journal)
     cache/                   model response cache (LLM extractors)
 
 A save writes a new generation folder next to the current one (in a hidden staging folder,
@@ -26,7 +26,7 @@ new manifest and starts again), and a damaged current generation can be rolled b
 files from.
 
 The store deletes only generation folders it can prove it wrote (exact name and marker file, see
-:mod:`gravity_core.generation_dirs`), and only after a manifest naming them is written. It refuses
+:mod:`gravity_core.storage.generation_dirs`), and only after a manifest naming them is written. It refuses
 a folder that is neither new, empty, nor a KB, and refuses to build on generations whose manifest
 is lost (a rollback writes the manifest again).
 
@@ -34,7 +34,7 @@ A file that is missing, truncated, not of its format or whose digest does not ma
 :class:`~gravity_core.errors.AnchorStoreError` naming the file, and saying which earlier generation
 still loads. An OS error (a read-only folder, a full disk, a folder where a file should be, a name
 too long) raises :class:`~gravity_core.errors.StorageAccessError` naming the path and what to do,
-with what was on disk before intact (:mod:`gravity_core.storage_errors`).
+with what was on disk before intact (:mod:`gravity_core.storage.os_errors`).
 """
 
 from __future__ import annotations
@@ -57,10 +57,12 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 import numpy as np
 from pydantic import ValidationError
 
-from gravity_core.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
 from gravity_core.errors import AnchorStoreError, ConfigurationError
-from gravity_core.file_cache import refuse_linked_cache
-from gravity_core.files import (
+from gravity_core.schema import SCHEMA_VERSION, BuildInfo, KnowledgeBase
+from gravity_core.schema.changes import PARTS, KBChanges
+from gravity_core.storage.anchor_vectors import VECTOR_KINDS, AnchorVectors, KindVectors
+from gravity_core.storage.file_cache import refuse_linked_cache
+from gravity_core.storage.files import (
     NpyRows,
     RowReader,
     map_npy,
@@ -70,7 +72,7 @@ from gravity_core.files import (
     write_all,
     write_npy,
 )
-from gravity_core.generation_delta import (
+from gravity_core.storage.generation_delta import (
     BASE,
     CHANGED,
     DELTA,
@@ -86,7 +88,7 @@ from gravity_core.generation_delta import (
     plan_delta,
     rows_after,
 )
-from gravity_core.generation_dirs import (
+from gravity_core.storage.generation_dirs import (
     MARKER,
     WRITER_LOCK,
     check_output_folder,
@@ -102,9 +104,9 @@ from gravity_core.generation_dirs import (
     stage_generation,
     writer_lock,
 )
-from gravity_core.journal import JOURNAL, Journal, append_record, read_journal
-from gravity_core.kb_changes import PARTS, KBChanges
-from gravity_core.packed_kb import (
+from gravity_core.storage.journal import JOURNAL, Journal, append_record, read_journal
+from gravity_core.storage.os_errors import check_writable, os_errors
+from gravity_core.storage.packed_kb import (
     INDEXED_PARTS,
     RECORD_PARTS,
     InvalidRecord,
@@ -112,8 +114,6 @@ from gravity_core.packed_kb import (
     PackedRecords,
     json_members,
 )
-from gravity_core.schema import SCHEMA_VERSION, BuildInfo, KnowledgeBase
-from gravity_core.storage_errors import check_writable, os_errors
 
 __all__ = [
     "JOURNAL",
@@ -279,7 +279,7 @@ class LoadedKB(Generic[K]):
     """A KB read from disk with its anchor vectors.
 
     ``kb`` is a :class:`KnowledgeBase`, or from :meth:`AnchorStore.load_packed` a
-    :class:`~gravity_core.packed_kb.PackedKB`. From :meth:`AnchorStore.resume`, ``generation`` may
+    :class:`~gravity_core.storage.packed_kb.PackedKB`. From :meth:`AnchorStore.resume`, ``generation`` may
     be ``None`` (journaled checkpoints of a first build, no generation yet) and ``journal_end`` is
     where the journal's last whole record ends (the next checkpoint appends there).
     """
@@ -471,7 +471,7 @@ class AnchorStore:
         ``changed`` (a :class:`~gravity_core.schema.KnowledgeBase`'s items changed since the
         current generation, as a build notes them) lets the save write a delta generation: only
         those items and the vector rows whose text changed, with the rest linked from the last
-        full generation (:mod:`gravity_core.generation_delta`). A full generation is written when
+        full generation (:mod:`gravity_core.storage.generation_delta`). A full generation is written when
         there is no current one, the delta would be large, the folder cannot hold hard links, or
         the KB's order is not the one a delta keeps.
 
@@ -737,7 +737,7 @@ class AnchorStore:
 
     @_os_errors("write")
     def checkpoint(self, line: bytes, *, base: int | None, at: int) -> int:
-        """Append a journal line (from :class:`~gravity_core.journal.JournalEncoder`) after byte ``at``.
+        """Append a journal line (:class:`~gravity_core.storage.journal.JournalEncoder`) after byte ``at``.
 
         ``base`` is the generation the record follows (the current one). Holds the writer lock.
 

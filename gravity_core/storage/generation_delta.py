@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gravity_core.anchor_vectors import EXPANSION_KIND, VECTOR_KINDS, AnchorVectors
-from gravity_core.files import RowReader
-from gravity_core.kb_changes import PARTS, KBChanges
 from gravity_core.schema import KnowledgeBase
+from gravity_core.schema.changes import PARTS, KBChanges
+from gravity_core.storage.anchor_vectors import EXPANSION_KIND, VECTOR_KINDS, AnchorVectors
+from gravity_core.storage.files import RowReader
 
 __all__ = [
     "BASE",

@@ -26,21 +26,21 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from gravity_core.anchor_vectors import AnchorVectors
 from gravity_core.build.builder import DEFAULT_BATCH_SIZE, AnchorBuilder, BuildReport
+from gravity_core.build.forget import ForgetReport, ForgetRequest
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import AnchorStoreError, ConfigurationError
 from gravity_core.extract.base import Extractor
-from gravity_core.forget import ForgetReport, ForgetRequest
-from gravity_core.generation_dirs import WRITER_LOCK, writer_lock
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
 from gravity_core.query.types import AnchorContext
 from gravity_core.schema import KnowledgeBase, Utterance
-from gravity_core.storage_errors import os_errors
-from gravity_core.store import MANIFEST, AnchorStore
-from gravity_core.tokens import TokenCounter
+from gravity_core.storage.anchor_vectors import AnchorVectors
+from gravity_core.storage.generation_dirs import WRITER_LOCK, writer_lock
+from gravity_core.storage.os_errors import os_errors
+from gravity_core.storage.store import MANIFEST, AnchorStore
+from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["UserKBs", "case_twin_problem", "check_user_id"]
 
@@ -417,7 +417,7 @@ class UserKBs:
         """The offline extractor, all users' builds sharing one loaded spaCy pipeline; the user's
         parses and answers are kept in their own KB folder."""
         from gravity_core.extract.offline import OfflineExtractor
-        from gravity_core.nlp import load_pipeline
+        from gravity_core.text.nlp import load_pipeline
 
         with self._nlp_lock:
             if self._nlp is None:

@@ -20,14 +20,14 @@ from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
 from gravity_core.build import DEFAULT_BATCH_SIZE, AnchorBuilder
+from gravity_core.build.forget import ForgetReport, ForgetRequest
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.extract.base import Extractor
-from gravity_core.forget import ForgetReport, ForgetRequest
 from gravity_core.llm.base import ChatModel
 from gravity_core.loaders import read_timestamp
 from gravity_core.schema import Utterance
-from gravity_core.store import AnchorStore
+from gravity_core.storage.store import AnchorStore
 
 __all__ = [
     "DEFAULT_SESSION",
@@ -420,7 +420,7 @@ def forget_utterances(
         ConfigurationError: both or neither of ``kb_dir`` and ``builder``; ``embedder``,
             ``extractor`` or ``chat_model`` with ``builder`` (it has its own); no utterances;
             ``kb_dir`` holds no KB; an utterance id the KB does not hold (the error of
-            :meth:`ForgetRequest.select <gravity_core.forget.ForgetRequest.select>`, listing the ids
+            :meth:`ForgetRequest.select <gravity_core.build.forget.ForgetRequest.select>`, listing the ids
             the KB holds; nothing is forgotten, not even the ids it does hold); or the embedder or
             extractor is not the KB's.
         AnchorStoreError: another build is writing the KB folder.
@@ -508,7 +508,7 @@ def renamed_arguments(**renamed: str) -> Callable[[Callable[_P, _R]], Callable[_
                 if old in kwargs:
                     raise ConfigurationError(
                         f"{function.__name__}() takes {new}= instead of {old}= "
-                        "(one message adapter for LangChain and LlamaIndex, see gravity_core.messages)"
+                        "(one message adapter for LangChain and LlamaIndex: gravity_core.serving.messages)"
                     )
             return function(*args, **kwargs)
 

@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from gravity_core import __version__
+from gravity_core._version import __version__
 from gravity_core.schema import AnchorUpdate, FailedBatch, KnowledgeBase, Utterance
 
 __all__ = ["batch_key", "lineage_of", "next_lineage"]

@@ -15,12 +15,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gravity_core.anchor_text import entity_text, event_text, topic_text
+from gravity_core.anchors.expansions import (
+    entity_expansions,
+    event_expansions,
+    expansion_key,
+    topic_expansions,
+)
+from gravity_core.anchors.text import entity_text, event_text, topic_text
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
-from gravity_core.files import RowReader
-from gravity_core.packed_kb import KBReader
 from gravity_core.schema import AnchorKind, KnowledgeBase
+from gravity_core.storage.files import RowReader
+from gravity_core.storage.packed_kb import KBReader
 
 __all__ = [
     "ANCHOR_KINDS",
@@ -32,7 +38,6 @@ __all__ = [
     "AnchorVectors",
     "KindVectors",
     "anchor_texts",
-    "expansion_key",
     "summary_vectors",
 ]
 
@@ -56,14 +61,7 @@ ANCHOR_KINDS: tuple[str, ...] = (*(k.value for k in AnchorKind), EXPANSION_KIND)
 EXPANSIONS_PER_ANCHOR = 2
 
 
-def expansion_key(text: str) -> str:
-    """Identity of an expanded query (case and spacing ignored), the row id of its vector."""
-    return " ".join(text.casefold().split())
-
-
 def _expansion_texts(kb: KBReader) -> dict[str, str]:
-    from gravity_core.query.expansion import entity_expansions, event_expansions, topic_expansions
-
     texts: dict[str, str] = {}
     per_anchor = EXPANSIONS_PER_ANCHOR
     for group in (

@@ -4,7 +4,7 @@
 ``ProcessPoolExecutor`` on one machine, or Dask distributed on a cluster
 (``dask.distributed.Client(address).get_executor()``; the KB root must then be a folder every
 worker sees). Each task loads the embedder and spaCy once and builds its users' KBs under
-``<root>/<user id>/`` as :class:`~gravity_core.users.UserKBs` does (offline extractor, parses and
+``<root>/<user id>/`` as :class:`~gravity_core.serving.users.UserKBs` does (offline extractor, parses and
 answers kept in the user's folder). One bad conversation does not stop the rest: each user gets a
 :class:`UserBuildResult`, with the error if it failed.
 """
@@ -186,7 +186,7 @@ def build_users(
 
     Args:
         conversations: the users' conversations; a user id may appear once.
-        root: the folder of the users' KB folders (as :class:`~gravity_core.users.UserKBs`).
+        root: the folder of the users' KB folders (as :class:`~gravity_core.serving.users.UserKBs`).
         executor: runs the tasks; ``None`` runs them one after another in this process.
         settings: embedder, batch size and users per task.
         progress: called with (users done, users in all) as results arrive.
@@ -237,7 +237,7 @@ def build_users(
 
 def _id_problem(user_id: object, seen: dict[str, str]) -> str | None:
     """Why the input's id cannot be built (``seen``: the ids before it, by their casefold), or ``None``."""
-    from gravity_core.users import case_twin_problem, check_user_id
+    from gravity_core.serving.users import case_twin_problem, check_user_id
 
     try:
         checked = check_user_id(user_id)
@@ -268,7 +268,7 @@ def _build_chunk(
 ) -> list[UserBuildResult]:
     """One task: build each user's KB in turn, in the worker (the embedder and spaCy loaded once)."""
     from gravity_core.providers import load_embedder
-    from gravity_core.users import UserKBs
+    from gravity_core.serving.users import UserKBs
 
     embedder = load_embedder(settings.embedder, threads=settings.threads_per_worker)
     users = UserKBs(root, embedder=embedder, batch_size=settings.batch_size)

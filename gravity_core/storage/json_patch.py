@@ -3,7 +3,7 @@
 Anchors that a long conversation keeps touching (a speaker, a topic running through every
 session) grow with it: their sources, co-occurrences and arc snapshots are appended to. A patch
 carries only what was appended or changed, so a checkpoint's journal record stays the size of
-the batches it covers (:mod:`gravity_core.journal`).
+the batches it covers (:mod:`gravity_core.storage.journal`).
 
 Patch forms::
 

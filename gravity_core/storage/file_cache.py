@@ -17,8 +17,8 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from gravity_core.errors import AnchorStoreError
-from gravity_core.files import new_temp_file
-from gravity_core.storage_errors import os_errors
+from gravity_core.storage.files import new_temp_file
+from gravity_core.storage.os_errors import os_errors
 
 __all__ = ["RecordedFiles", "link_on_the_way", "prune_folder", "refuse_linked_cache"]
 
