@@ -18,8 +18,8 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from gravity_core.embeddings.base import Embedder, Matrix
-from gravity_core.errors import ConfigurationError, ProviderError
-from gravity_langchain._errors import is_provider_fault
+from gravity_core.errors import ConfigurationError
+from gravity_core.llm.faults import provider_faults_as_errors
 
 __all__ = ["GravityEmbeddings", "LangChainEmbedder", "shares_embedder"]
 
@@ -100,12 +100,8 @@ class LangChainEmbedder:
         return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
     def _call(self, texts: list[str]) -> Matrix:
-        try:
+        with provider_faults_as_errors(self._name):
             raw = self.embeddings.embed_documents(texts)
-        except Exception as exc:
-            if is_provider_fault(exc):
-                raise ProviderError(str(exc), provider=self._name) from exc
-            raise
         matrix = np.asarray(raw, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(texts):
             raise ConfigurationError(

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ValidationError
 
 from gravity_core.errors import GravityError, MissingDependencyError, ProviderError, UnexpectedModelOutput
 from gravity_core.llm.base import Message
+from gravity_core.llm.faults import is_provider_fault, status_code
 from gravity_core.llm.retry import as_provider_error
-from gravity_langchain._errors import is_provider_fault
 
 __all__ = ["OPENAI_TIMEOUT_S", "LangChainChatModel", "openai_chat_model"]
 
@@ -178,9 +178,7 @@ class LangChainChatModel:
             raise
         except Exception as exc:
             if is_provider_fault(exc):
-                raise ProviderError(
-                    str(exc), provider=self._name, status_code=getattr(exc, "status_code", None)
-                ) from exc
+                raise ProviderError(str(exc), provider=self._name, status_code=status_code(exc)) from exc
             if answer_errors and _is_unreadable_answer(exc) and not _has_error_status(exc):
                 raise _UnreadableAnswer(exc) from exc
             raise as_provider_error(exc, self._name) from exc

@@ -15,7 +15,7 @@ from llama_index.core.instrumentation import get_dispatcher
 
 from gravity_core.embeddings.base import Embedder, Matrix
 from gravity_core.errors import ConfigurationError
-from gravity_llamaindex.errors import provider_errors
+from gravity_core.llm.faults import provider_faults_as_errors
 
 __all__ = ["GravityEmbedding", "LlamaIndexEmbedder", "as_gravity_embedder"]
 
@@ -166,7 +166,7 @@ class LlamaIndexEmbedder:
         return (matrix / norms).astype(np.float32)
 
     def _call(self, texts: list[str]) -> list[Embedding]:
-        with provider_errors(self._name):
+        with provider_faults_as_errors(self._name):
             return self.embed_model.get_text_embedding_batch(texts)
 
 

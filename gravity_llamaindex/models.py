@@ -11,8 +11,8 @@ from llama_index.core.llms import LLM
 
 from gravity_core.errors import ConfigurationError, GravityError
 from gravity_core.llm.base import Message
+from gravity_core.llm.faults import provider_faults_as_errors
 from gravity_core.llm.retry import as_provider_error
-from gravity_llamaindex.errors import provider_errors
 
 __all__ = ["LlamaIndexChatModel"]
 
@@ -73,7 +73,7 @@ class LlamaIndexChatModel:
                 raise ConfigurationError(f"unknown message role {message['role']!r}")
             chat.append(ChatMessage(role=role, content=message["content"]))
         try:
-            with provider_errors(self._name):
+            with provider_faults_as_errors(self._name):
                 response = self.llm.chat(chat)
         except GravityError:
             raise

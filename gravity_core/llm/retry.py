@@ -33,10 +33,10 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
 from gravity_core.errors import ConfigurationError, GravityError, ProviderError
 from gravity_core.llm.base import ChatModel, Message, StructuredChatModel
+from gravity_core.llm.faults import is_provider_fault, status_code
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
-    "RETRYABLE_STATUS_CODES",
     "ConcurrencyLimiter",
     "RetryPolicy",
     "RetryingChatModel",
@@ -51,39 +51,7 @@ logger = logging.getLogger(__name__)
 #: Model requests in flight at once through one limiter, unless configured otherwise.
 DEFAULT_MAX_CONCURRENCY = 4
 
-#: HTTP statuses worth retrying (as the OpenAI and Anthropic SDKs do); every 5xx is retried too.
-RETRYABLE_STATUS_CODES = frozenset({408, 409, 425, 429})
-
-# Class names (matched on the class and its bases) of transient faults in provider SDKs (openai,
-# anthropic), httpx and langchain-core, so no SDK needs importing.
-_TRANSIENT_NAMES = frozenset(
-    {
-        "RateLimitError",
-        "APITimeoutError",
-        "APIConnectionError",
-        "InternalServerError",
-        "ServiceUnavailableError",
-        "TimeoutException",
-        "NetworkError",
-        "RemoteProtocolError",
-        "ModelRateLimitError",
-        "ModelConnectionError",
-        "ModelTimeoutError",
-    }
-)
-
 _MAX_EXPONENT = 64  # beyond this the bound is max_delay anyway; avoids float overflow
-
-
-def _status_code(exc: BaseException) -> int | None:
-    for value in (
-        getattr(exc, "status_code", None),
-        getattr(exc, "status", None),
-        getattr(getattr(exc, "response", None), "status_code", None),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -95,14 +63,10 @@ def is_retryable(exc: BaseException) -> bool:
     connection failures) are transient, unless the ``ProviderError`` says it is not
     (``retryable=False``: a model's own exception, as :func:`as_provider_error` makes it).
     """
-    status = _status_code(exc)
-    if status is not None:
-        return status in RETRYABLE_STATUS_CODES or status >= 500
-    if isinstance(exc, ProviderError):
+    status = status_code(exc)
+    if status is None and isinstance(exc, ProviderError):
         return exc.retryable is not False
-    if isinstance(exc, TimeoutError | ConnectionError):
-        return True
-    return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
+    return is_provider_fault(exc)
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -173,7 +137,7 @@ def as_provider_error(exc: BaseException, provider: str, *, doing: str | None = 
     """
     if isinstance(exc, ProviderError):
         return exc
-    status = _status_code(exc)
+    status = status_code(exc)
     what = f"{doing}: " if doing else ""
     variable = missing_key_variable(exc) if status is None else None
     if variable is not None:
@@ -401,7 +365,7 @@ class RetryingChatModel:
         return ProviderError(
             f"gave up after {attempts} attempt(s) in {elapsed:.1f} s: {_describe(last)}",
             provider=self.provider,
-            status_code=_status_code(last),
+            status_code=status_code(last),
         )
 
 
@@ -409,6 +373,6 @@ def _describe(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, ProviderError) and text.startswith(f"{exc.provider}: "):
         text = text[len(exc.provider) + 2 :]
-    status = _status_code(exc)
+    status = status_code(exc)
     kind = type(exc).__name__ + (f" ({status})" if status is not None else "")
     return f"{kind}: {text}" if text else kind

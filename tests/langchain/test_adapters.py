@@ -302,7 +302,7 @@ def test_importing_without_langchain_names_the_extra() -> None:
 
 
 def test_provider_faults_are_told_apart_from_client_mistakes() -> None:
-    from gravity_langchain._errors import is_provider_fault
+    from gravity_core.llm.faults import is_provider_fault
 
     class APIConnectionError(Exception): ...
 
