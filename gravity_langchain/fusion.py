@@ -6,8 +6,8 @@ from collections.abc import Hashable, Iterable, Sequence
 
 from langchain_core.documents import Document
 
+from gravity_core.context.fusion import DEFAULT_RRF_C
 from gravity_core.context.fusion import reciprocal_rank_fusion as core_rrf
-from gravity_core.errors import ConfigurationError
 
 __all__ = ["document_key", "reciprocal_rank_fusion"]
 
@@ -20,20 +20,18 @@ def document_key(document: Document) -> Hashable:
 
 
 def reciprocal_rank_fusion(
-    ranked_lists: Iterable[Sequence[Document]], *, k: int | None = None, c: int = 60
+    ranked_lists: Iterable[Sequence[Document]], *, c: int = DEFAULT_RRF_C, top_n: int | None = None
 ) -> list[Document]:
     """Fuse ranked document lists into one, best first, without duplicates (by :func:`document_key`).
 
     Args:
         ranked_lists: one list per query, each best first; the first list (the original
             question's) wins ties, then earlier positions.
-        k: how many documents to return (all when ``None``).
         c: the RRF constant; larger values flatten the difference between ranks.
+        top_n: how many documents to return (all when ``None``).
 
     Raises:
-        ConfigurationError: ``k`` below 1 or ``c`` below 0.
+        ConfigurationError: ``c`` below 0 or ``top_n`` below 1.
     """
-    if k is not None and k < 1:
-        raise ConfigurationError(f"k must be at least 1, got {k}")
-    fused = core_rrf(ranked_lists, document_key, c=c, top_n=k)
+    fused = core_rrf(ranked_lists, document_key, c=c, top_n=top_n)
     return [document for document, _ in fused]

@@ -17,6 +17,7 @@ from llama_index.core.prompts.mixin import PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import FilterCondition, MetadataFilters
 
+from gravity_core.context.fusion import DEFAULT_RRF_C
 from gravity_core.context.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
@@ -27,7 +28,6 @@ from gravity_llamaindex.provider import MISSING_USER_ID, AnchorProvider, EngineL
 from gravity_llamaindex.transform import merge_queries, question_date_of, user_id_of
 
 __all__ = [
-    "DEFAULT_RRF_K",
     "GravityFusionRetriever",
     "UserFilters",
     "UserRetriever",
@@ -36,9 +36,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-
-DEFAULT_RRF_K = 60
-"""The usual reciprocal-rank constant (Cormack et al. 2009; LlamaIndex and LangChain use it too)."""
 
 DEFAULT_TOP_K = 10
 
@@ -55,9 +52,9 @@ _USER_RETRIEVER_EXAMPLE = (
 
 
 def reciprocal_rank_fusion(
-    results: Sequence[Sequence[NodeWithScore]], *, k: int = DEFAULT_RRF_K, top_n: int | None = None
+    results: Sequence[Sequence[NodeWithScore]], *, c: int = DEFAULT_RRF_C, top_n: int | None = None
 ) -> list[NodeWithScore]:
-    """Fuse ranked lists: each node scores ``sum(1 / (k + rank))`` over the lists it appears in.
+    """Fuse ranked lists: each node scores ``sum(1 / (c + rank))`` over the lists it appears in.
 
     Store scores are ignored, because their direction and scale differ by backend (Chroma reports
     ``exp(-distance)``, others cosine). Nodes are deduplicated by ``node_id``; ties keep the order in
@@ -65,13 +62,13 @@ def reciprocal_rank_fusion(
 
     Args:
         results: one ranked list per search, best first.
-        k: the rank constant; larger values flatten the difference between ranks.
+        c: the RRF constant; larger values flatten the difference between ranks.
         top_n: how many fused nodes to return (all when ``None``).
 
     Returns:
         New ``NodeWithScore`` objects (the inputs are not modified) with the fused score, best first.
     """
-    fused = core_rrf(results, lambda item: item.node.node_id, c=k, top_n=top_n)
+    fused = core_rrf(results, lambda item: item.node.node_id, c=c, top_n=top_n)
     return [NodeWithScore(node=item.node, score=score) for item, score in fused]
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from gravity_core.context.fusion import DEFAULT_RRF_C
 from gravity_core.errors import ConfigurationError
 
 __all__ = ["DEFAULT_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
@@ -107,7 +108,7 @@ class ContextPolicy:
     lead: int = 25
     every: int = 1
     depth: int = 1
-    rrf_c: int = 60
+    rrf_c: int = DEFAULT_RRF_C
     anchor_share: float = 0.25
     host_reserve: int = 400
     min_anchor_tokens: int = 150

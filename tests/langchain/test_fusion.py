@@ -60,14 +60,29 @@ def test_a_list_that_repeats_a_document_counts_it_once() -> None:
     assert names(reciprocal_rank_fusion(lists, c=0)) == ["x", "z", "a"]
 
 
-def test_k_cuts_the_fused_list() -> None:
+def test_top_n_cuts_the_fused_list() -> None:
     lists = [[doc(str(i)) for i in range(5)], [doc(str(i)) for i in range(5, 10)]]
-    assert len(reciprocal_rank_fusion(lists, k=3)) == 3
-    assert len(reciprocal_rank_fusion(lists, k=50)) == 10
-    assert reciprocal_rank_fusion([], k=3) == []
+    assert len(reciprocal_rank_fusion(lists, top_n=3)) == 3
+    assert len(reciprocal_rank_fusion(lists, top_n=50)) == 10
+    assert reciprocal_rank_fusion([], top_n=3) == []
 
 
-@pytest.mark.parametrize(("k", "c"), [(0, 60), (-1, 60), (3, -1)])
-def test_bad_arguments_are_configuration_errors(k: int, c: int) -> None:
+@pytest.mark.parametrize(("top_n", "c"), [(0, 60), (-1, 60), (3, -1)])
+def test_bad_arguments_are_configuration_errors(top_n: int, c: int) -> None:
     with pytest.raises(ConfigurationError):
-        reciprocal_rank_fusion([[doc("a")]], k=k, c=c)
+        reciprocal_rank_fusion([[doc("a")]], top_n=top_n, c=c)
+
+
+def test_both_integrations_fuse_with_the_same_arguments_and_constant() -> None:
+    """The same signature (c: the constant, top_n: how many) and the same default, from gravity_core."""
+    import inspect
+
+    pytest.importorskip("llama_index.core")
+    from gravity_core.context import ContextPolicy
+    from gravity_core.context.fusion import DEFAULT_RRF_C
+    from gravity_llamaindex import reciprocal_rank_fusion as llamaindex_rrf
+
+    for fuse in (reciprocal_rank_fusion, llamaindex_rrf):
+        parameters = inspect.signature(fuse).parameters
+        assert list(parameters)[1:] == ["c", "top_n"]
+        assert parameters["c"].default == DEFAULT_RRF_C == ContextPolicy().rrf_c

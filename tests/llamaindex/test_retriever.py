@@ -36,7 +36,7 @@ def _nodes(*ids: str, score: float = 0.5) -> list[NodeWithScore]:
 def test_rrf_orders_by_summed_reciprocal_rank_and_ignores_store_scores() -> None:
     lists = [_nodes("a", "b", "c"), _nodes("b", "d"), _nodes("b", "a")]
     lists[0][2].score = 100.0  # a huge store score must not matter
-    fused = reciprocal_rank_fusion(lists, k=60)
+    fused = reciprocal_rank_fusion(lists, c=60)
     assert [n.node.node_id for n in fused] == ["b", "a", "d", "c"]
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61 + 1 / 61)
     assert fused[-1].score == pytest.approx(1 / 63)
@@ -230,7 +230,7 @@ def test_bad_arguments_raise_configuration_errors(engine: GravityEngine) -> None
     with pytest.raises(ConfigurationError, match="GravityEngine"):
         GravityFusionRetriever(ScriptedRetriever(), "not an engine")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="constant must be >= 0"):
-        reciprocal_rank_fusion([], k=-1)
+        reciprocal_rank_fusion([], c=-1)
 
 
 async def test_expansion_vectors_stored_by_the_build_are_not_embedded_again(
