@@ -12,20 +12,17 @@ model, in which case the retriever embeds the question once for both.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from gravity_core.embeddings.base import Embedder, Matrix
+from gravity_core.embeddings.base import Embedder
+from gravity_core.embeddings.framework import FrameworkEmbedder, shares_vectors
 from gravity_core.errors import ConfigurationError
 from gravity_core.llm.faults import provider_faults_as_errors
 
 __all__ = ["GravityEmbeddings", "LangChainEmbedder", "shares_embedder"]
 
 logger = logging.getLogger(__name__)
-
-_PROBE_TEXT = "dimension probe"
 
 
 def _default_name(embeddings: Embeddings) -> str:
@@ -34,7 +31,7 @@ def _default_name(embeddings: Embeddings) -> str:
     return f"langchain:{kind}:{model}" if isinstance(model, str) and model else f"langchain:{kind}"
 
 
-class LangChainEmbedder:
+class LangChainEmbedder(FrameworkEmbedder):
     """A LangChain ``Embeddings`` as GRAVITY's embedder (anchor vectors, query reranking).
 
     Texts go through ``embed_documents`` in one call per :meth:`embed`; rows are L2-normalized as
@@ -61,59 +58,12 @@ class LangChainEmbedder:
             raise ConfigurationError(
                 f"LangChainEmbedder needs a langchain_core Embeddings, got {type(embeddings).__name__}"
             )
-        if dim is not None and dim < 1:
-            raise ConfigurationError(f"dim must be >= 1, got {dim}")
+        super().__init__(embeddings, name=name or _default_name(embeddings), dim=dim)
         self.embeddings = embeddings
-        self._name = name or _default_name(embeddings)
-        self._dim = dim
 
-    def __repr__(self) -> str:
-        return f"LangChainEmbedder(name={self._name!r})"
-
-    @property
-    def name(self) -> str:
-        """Identifier recorded in the KB."""
-        return self._name
-
-    @property
-    def dim(self) -> int:
-        """Vector dimension (probed with one embedding if not known yet)."""
-        if self._dim is None:
-            self._dim = int(self._call([_PROBE_TEXT]).shape[1])
-        return self._dim
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        """Embed ``texts`` with ``embed_documents``.
-
-        Returns:
-            float32 array of shape ``(len(texts), dim)``, rows L2-normalized (an all-zero row stays zero).
-
-        Raises:
-            ProviderError: the embedding provider failed (rate limit, timeout, connection).
-            ConfigurationError: the model returned vectors of another count or dimension.
-        """
-        items = list(texts)
-        if not items:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        matrix = self._call(items)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
-
-    def _call(self, texts: list[str]) -> Matrix:
-        with provider_faults_as_errors(self._name):
-            raw = self.embeddings.embed_documents(texts)
-        matrix = np.asarray(raw, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(texts):
-            raise ConfigurationError(
-                f"{self._name} returned an array of shape {matrix.shape} for {len(texts)} texts"
-            )
-        if self._dim is None:
-            self._dim = int(matrix.shape[1])
-        elif matrix.shape[1] != self._dim:
-            raise ConfigurationError(
-                f"{self._name} returned {matrix.shape[1]}-dim vectors, expected {self._dim}"
-            )
-        return matrix
+    def _rows(self, texts: list[str]) -> list[list[float]]:
+        with provider_faults_as_errors(self.name):
+            return self.embeddings.embed_documents(texts)
 
 
 class GravityEmbeddings(Embeddings):
@@ -148,13 +98,8 @@ class GravityEmbeddings(Embeddings):
 
 
 def shares_embedder(embeddings: Embeddings | None, embedder: Embedder) -> bool:
-    """Whether ``embeddings`` (a store's) and ``embedder`` (the engine's) are the same model.
-
-    True when ``embeddings`` is a :class:`GravityEmbeddings` over an embedder of the same name, or
-    when ``embedder`` is a :class:`LangChainEmbedder` wrapping this very ``embeddings`` object.
-    """
-    if embeddings is None:
-        return False
-    if isinstance(embeddings, GravityEmbeddings):
-        return embeddings.embedder is embedder or embeddings.embedder.name == embedder.name
-    return isinstance(embedder, LangChainEmbedder) and embedder.embeddings is embeddings
+    """Whether ``embeddings`` (a store's) and ``embedder`` (the engine's) are the same model
+    (:func:`~gravity_core.embeddings.framework.shares_vectors`: a :class:`GravityEmbeddings` over an
+    embedder of the same name, or a :class:`LangChainEmbedder` over this very ``embeddings``)."""
+    wrapped = embeddings.embedder if isinstance(embeddings, GravityEmbeddings) else None
+    return shares_vectors(embedder, wrapped=wrapped, model=embeddings)

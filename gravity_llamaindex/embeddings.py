@@ -14,6 +14,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
 
 from gravity_core.embeddings.base import Embedder, Matrix
+from gravity_core.embeddings.framework import FrameworkEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.llm.faults import provider_faults_as_errors
 
@@ -21,8 +22,6 @@ __all__ = ["GravityEmbedding", "LlamaIndexEmbedder", "as_gravity_embedder"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-
-_DIM_PROBE = "dimension probe"
 
 
 class GravityEmbedding(BaseEmbedding):
@@ -99,7 +98,7 @@ class GravityEmbedding(BaseEmbedding):
         return await asyncio.to_thread(self._embed, texts)
 
 
-class LlamaIndexEmbedder:
+class LlamaIndexEmbedder(FrameworkEmbedder):
     """Any LlamaIndex embedding model as a GRAVITY :class:`~gravity_core.embeddings.base.Embedder`.
 
     Anchors and questions are both embedded as texts (``get_text_embedding_batch``), so similarities
@@ -117,56 +116,17 @@ class LlamaIndexEmbedder:
     ) -> None:
         if not isinstance(embed_model, BaseEmbedding):
             raise ConfigurationError(f"expected a LlamaIndex BaseEmbedding, got {type(embed_model).__name__}")
-        if dim is not None and dim < 1:
-            raise ConfigurationError(f"dim must be >= 1, got {dim}")
+        default = f"llamaindex:{type(embed_model).__name__}:{embed_model.model_name}"
+        super().__init__(embed_model, name=name or default, dim=dim)
         self.embed_model = embed_model
-        self._name = name or f"llamaindex:{type(embed_model).__name__}:{embed_model.model_name}"
-        self._dim = dim
-
-    def __repr__(self) -> str:
-        return f"LlamaIndexEmbedder({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        """Stable identifier of the model."""
-        return self._name
-
-    @property
-    def dim(self) -> int:
-        """Vector dimension (embeds one probe text the first time if it was not given)."""
-        if self._dim is None:
-            self._dim = len(self._call([_DIM_PROBE])[0])
-        return self._dim
 
     @dispatcher.span
     def embed(self, texts: Sequence[str]) -> Matrix:
-        """Embed ``texts``; returns float32 of shape ``(len(texts), dim)``, rows L2-normalized.
+        """:meth:`FrameworkEmbedder.embed`, as a span of LlamaIndex's instrumentation."""
+        return super().embed(texts)
 
-        Raises:
-            ConfigurationError: ``texts`` is a single string, or the model returns vectors of another size.
-            ProviderError: the model's provider failed (rate limit, timeout, connection).
-        """
-        if isinstance(texts, str):
-            raise ConfigurationError("embed() takes a sequence of texts, not a single string")
-        items = list(texts)
-        if not items:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        rows = self._call(items)
-        matrix = np.asarray(rows, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(items):
-            raise ConfigurationError(f"{self._name} returned {matrix.shape} for {len(items)} texts")
-        if self._dim is None:
-            self._dim = int(matrix.shape[1])
-        elif matrix.shape[1] != self._dim:
-            raise ConfigurationError(
-                f"{self._name} returned {matrix.shape[1]} dimensions, expected {self._dim}"
-            )
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0.0] = 1.0
-        return (matrix / norms).astype(np.float32)
-
-    def _call(self, texts: list[str]) -> list[Embedding]:
-        with provider_faults_as_errors(self._name):
+    def _rows(self, texts: list[str]) -> list[Embedding]:
+        with provider_faults_as_errors(self.name):
             return self.embed_model.get_text_embedding_batch(texts)
 
 

@@ -20,6 +20,7 @@ from llama_index.core.vector_stores.types import FilterCondition, MetadataFilter
 from gravity_core.context.fusion import DEFAULT_RRF_C
 from gravity_core.context.fusion import reciprocal_rank_fusion as core_rrf
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, MergedHit
+from gravity_core.embeddings.framework import shares_vectors
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.question_date import as_question_date
 from gravity_core.serving.users import UserKBs
@@ -409,7 +410,8 @@ class GravityFusionRetriever(BaseRetriever):
 
     def _shares_engine_embedder(self, provider: AnchorProvider) -> bool:
         model = self._embed_model
-        return isinstance(model, GravityEmbedding) and model.embedder.name == provider.engine.embedder.name
+        wrapped = model.embedder if isinstance(model, GravityEmbedding) else None
+        return shares_vectors(provider.engine.embedder, wrapped=wrapped, model=model)
 
     def _plan(self, bundle: QueryBundle, provider: AnchorProvider) -> tuple[list[str], dict[str, Embedding]]:
         known: dict[str, Embedding] = {}

@@ -164,7 +164,7 @@ def test_llamaindex_embedder_probes_the_dimension_once_and_checks_it() -> None:
     assert embedder.name == "counting-v1"
     assert embedder.dim == 256 and embedder.dim == 256
     assert model.counts["batch"] == 1
-    with pytest.raises(ConfigurationError, match="dimensions"):
+    with pytest.raises(ConfigurationError, match="256-dim vectors, expected 8"):
         LlamaIndexEmbedder(CountingEmbedding(), dim=8).embed(["x"])
     with pytest.raises(ConfigurationError, match="sequence of texts"):
         embedder.embed("a single string")

@@ -254,3 +254,28 @@ async def test_expansion_vectors_stored_by_the_build_are_not_embedded_again(
         assert spy.calls == [[QUESTION], *([missing] if missing else [])]
         for bundle in host.bundles:
             assert same_vector(bundle.embedding, vector_of(hashing, bundle.query_str))
+
+
+def test_an_index_on_the_model_the_kb_was_built_with_embeds_the_question_once(
+    utterances: list[Utterance],
+) -> None:
+    """A KB built with LlamaIndexEmbedder(model), queried through an index on that same model: the
+    question's vector is the engine's too (one rule for both integrations: shares_vectors)."""
+    from gravity_core.extract.offline import OfflineExtractor
+    from gravity_llamaindex import LlamaIndexEmbedder
+
+    model = CountingEmbedding()
+    embedder = LlamaIndexEmbedder(model)
+    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
+    builder.add(utterances)
+    engine = GravityEngine.from_builder(builder)
+    expansions = engine.query(QUESTION).expansions
+    missing = [
+        e for e, v in zip(expansions, engine.known_expansion_vectors(expansions), strict=True) if v is None
+    ]
+    before = dict(model.counts)
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
+    # The host's model embeds the question once and the engine reuses that vector (no batch of its
+    # own); the expansions the build stored are not embedded again.
+    assert model.counts["batch"] == before["batch"]
+    assert model.counts["query"] - before["query"] == 1 + len(missing)
