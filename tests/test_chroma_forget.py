@@ -132,7 +132,6 @@ def _row_forms(row: np.ndarray) -> list[np.ndarray]:
 
 def _near_rows(data: bytes, rows: list[np.ndarray]) -> int:
     """How many of ``rows`` sit in ``data`` as little-endian float32 within rounding, at any offset."""
-    hits = 0
     forms = [(form, int(np.argmax(np.abs(form)))) for row in rows for form in _row_forms(row)]
     found = [False] * len(rows)
     for offset in range(4):
@@ -156,8 +155,7 @@ def _near_rows(data: bytes, rows: list[np.ndarray]) -> int:
                 if np.allclose(values[start : start + len(form)], form, rtol=1e-5, atol=1e-6):
                     found[n // 2] = True
                     break
-    hits = sum(found)
-    return hits
+    return sum(found)
 
 
 def leftovers(folder: Path, forgotten: Forgotten) -> list[str]:
