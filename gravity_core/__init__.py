@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gravity_core.query.engine import GravityEngine
     from gravity_core.query.index import ChromaAnchorIndex, NumpyAnchorIndex
     from gravity_core.schema import AnchorKind, KnowledgeBase, Utterance
+    from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
     from gravity_core.serving.many_users import build_users
     from gravity_core.serving.messages import build_kb_from_utterances
     from gravity_core.serving.users import UserKBs
@@ -73,6 +74,8 @@ _LAZY: dict[str, str] = {
     "AnchorKind": "gravity_core.schema",
     "KnowledgeBase": "gravity_core.schema",
     "Utterance": "gravity_core.schema",
+    "AnswerCache": "gravity_core.serving.answer_cache",
+    "UserAnswerCaches": "gravity_core.serving.answer_cache",
     "build_users": "gravity_core.serving.many_users",
     "build_kb_from_utterances": "gravity_core.serving.messages",
     "UserKBs": "gravity_core.serving.users",
@@ -84,6 +87,7 @@ __all__ = [
     "AnchorKind",
     "AnchorStore",
     "AnchorStoreError",
+    "AnswerCache",
     "BuildReport",
     "ChromaAnchorIndex",
     "ConfigurationError",
@@ -107,6 +111,7 @@ __all__ = [
     "QueryConfig",
     "StorageAccessError",
     "UnexpectedModelOutput",
+    "UserAnswerCaches",
     "UserKBs",
     "Utterance",
     "build_kb_from_utterances",

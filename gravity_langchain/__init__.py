@@ -10,6 +10,8 @@ try:
 except ImportError as _exc:
     raise MissingDependencyError("langchain-core", "langchain", "GRAVITY's LangChain integration") from _exc
 
+from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
+from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
 from gravity_langchain.batched_search import BatchedSearch, ChromaBatchedSearch
 from gravity_langchain.chain import (
     GRAVITY_PROMPT,
@@ -29,14 +31,8 @@ from gravity_langchain.messages import (
 )
 from gravity_langchain.models import LangChainChatModel, openai_chat_model
 from gravity_langchain.per_user import USER_ID_KEY, UserFilter
-from gravity_langchain.query_cache import GravityQueryCache, UserQueryCaches
-from gravity_langchain.retriever import (
-    ANCHORS_EVENT,
-    QUESTION_DATE_KEY,
-    GravityRetriever,
-    anchors_event_data,
-    as_question_date,
-)
+from gravity_langchain.retrieval_call import ANCHORS_EVENT, anchors_event_data
+from gravity_langchain.retriever import GravityRetriever
 from gravity_langchain.sgmem import SGMemRetriever, chunk_document, memory_document
 
 __all__ = [
@@ -49,13 +45,13 @@ __all__ = [
     "BatchedSearch",
     "ChromaBatchedSearch",
     "GravityEmbeddings",
-    "GravityQueryCache",
+    "AnswerCache",
     "GravityRetriever",
     "LangChainChatModel",
     "LangChainEmbedder",
     "SGMemRetriever",
     "UserFilter",
-    "UserQueryCaches",
+    "UserAnswerCaches",
     "anchors_event_data",
     "as_question_date",
     "build_gravity_chain",

@@ -10,7 +10,7 @@ A chain that already retrieves from a vector store gains GRAVITY in two places::
         | GRAVITY_PROMPT | chat_model | StrOutputParser()
     )
 
-Give the retriever and the runnable the same :class:`~gravity_langchain.query_cache.GravityQueryCache`
+Give the retriever and the runnable the same :class:`~gravity_core.serving.answer_cache.AnswerCache`
 and the engine query runs once per question (:func:`build_gravity_chain` does this).
 
 **The question's date** ("last month" is resolved against it): pass it per call as
@@ -45,17 +45,14 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
+from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.query.types import AnchorContext
+from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
 from gravity_core.serving.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.per_user import UserFilter, configured_user_id, required_user_id
-from gravity_langchain.query_cache import GravityQueryCache, UserQueryCaches
-from gravity_langchain.retriever import (
-    QUESTION_DATE_KEY,
-    GravityRetriever,
-    as_question_date,
-    configured_question_date,
-)
+from gravity_langchain.retrieval_call import configured_question_date
+from gravity_langchain.retriever import GravityRetriever
 
 __all__ = [
     "GRAVITY_PROMPT",
@@ -133,12 +130,12 @@ class _Anchors:
 
     The date is the input's ``date_key`` (when given), else ``config["configurable"]["question_date"]``,
     else ``question_date``. The context comes through the shared cache: the engine's, or with
-    :class:`UserQueryCaches` the cache of the user ``config["configurable"]["user_id"]`` names.
+    :class:`UserAnswerCaches` the cache of the user ``config["configurable"]["user_id"]`` names.
     """
 
     def __init__(
         self,
-        caches: GravityQueryCache | UserQueryCaches,
+        caches: AnswerCache | UserAnswerCaches,
         config: QueryConfig | None,
         question_key: str,
         question_date: date | None,
@@ -153,17 +150,17 @@ class _Anchors:
         Raises:
             ConfigurationError: the chain serves many users and the call names none, or a bad one.
         """
-        if not isinstance(self.caches, UserQueryCaches):
+        if not isinstance(self.caches, UserAnswerCaches):
             return None
         return required_user_id(configured_user_id(run_config), "this GRAVITY chain")
 
-    def cache(self, run_config: RunnableConfig | None) -> GravityQueryCache:
+    def cache(self, run_config: RunnableConfig | None) -> AnswerCache:
         """The query cache of the call: the engine's, or the one of the call's user."""
         user = self.user_id(run_config)
         if user is None:
-            assert isinstance(self.caches, GravityQueryCache)  # user_id() is None only then
+            assert isinstance(self.caches, AnswerCache)  # user_id() is None only then
             return self.caches
-        assert isinstance(self.caches, UserQueryCaches)
+        assert isinstance(self.caches, UserAnswerCaches)
         return self.caches.for_user(user)
 
     def input_date(self, value: Any) -> date | None:
@@ -190,18 +187,18 @@ class _Anchors:
 
 
 def _caches_of(
-    source: GravityEngine | GravityQueryCache | UserKBs | UserQueryCaches,
-) -> GravityQueryCache | UserQueryCaches:
+    source: GravityEngine | AnswerCache | UserKBs | UserAnswerCaches,
+) -> AnswerCache | UserAnswerCaches:
     """The query cache of an engine or the caches of users (a cache or caches given are kept)."""
     if isinstance(source, GravityEngine):
-        return GravityQueryCache(source)
+        return AnswerCache(source)
     if isinstance(source, UserKBs):
-        return UserQueryCaches(source)
+        return UserAnswerCaches(source)
     return source
 
 
 def gravity_anchors_runnable(
-    source: GravityEngine | GravityQueryCache | UserKBs | UserQueryCaches,
+    source: GravityEngine | AnswerCache | UserKBs | UserAnswerCaches,
     question_key: str = "question",
     *,
     config: QueryConfig | None = None,
@@ -218,12 +215,12 @@ def gravity_anchors_runnable(
     KB's latest day.
 
     Given the KBs of many users (a :class:`~gravity_core.serving.users.UserKBs`, or
-    :class:`~gravity_langchain.query_cache.UserQueryCaches` shared with a per-user retriever), each
+    :class:`~gravity_core.serving.answer_cache.UserAnswerCaches` shared with a per-user retriever), each
     call names its user as ``config={"configurable": {"user_id": "u1"}}`` and gets that user's anchors.
 
     Args:
         source: the engine, or a cache shared with a :class:`GravityRetriever` (then one engine
-            query per question serves both); for many users, their ``UserKBs`` or ``UserQueryCaches``.
+            query per question serves both); for many users, their ``UserKBs`` or ``UserAnswerCaches``.
         question_key: where the question is in a dict input.
         config: query settings (default: the engine's); use the retriever's so the cache is shared.
         question_date: the date questions are asked (a date, a datetime or an ISO string).
@@ -264,7 +261,7 @@ def build_gravity_chain(
 
     The chain takes a question string or a dict with ``question_key`` (plus ``history``, a list of
     messages, if the prompt has that placeholder, and ``question_date_key``) and returns the
-    model's answer as a string. The retriever and the anchors share one :class:`GravityQueryCache`.
+    model's answer as a string. The retriever and the anchors share one :class:`AnswerCache`.
 
     The question's date, for "last month" and the like, is the input's ``question_date_key``, else
     ``config={"configurable": {"question_date": ...}}`` of the call, else ``question_date``, else
@@ -408,20 +405,20 @@ def build_gravity_chain(
 
 def _serving(
     engine: GravityEngine | None, users: UserKBs | None, user_filter: UserFilter | None
-) -> tuple[GravityQueryCache | UserQueryCaches, dict[str, Any]]:
+) -> tuple[AnswerCache | UserAnswerCaches, dict[str, Any]]:
     """The chain's shared query cache(s) and the retriever's arguments: one engine, or many users."""
     if engine is not None and users is None:
-        return GravityQueryCache(engine), {"engine": engine, "user_filter": user_filter}
+        return AnswerCache(engine), {"engine": engine, "user_filter": user_filter}
     if users is not None and engine is None:
-        return UserQueryCaches(users), {"users": users, "user_filter": user_filter}
+        return UserAnswerCaches(users), {"users": users, "user_filter": user_filter}
     raise ConfigurationError(
         "build_gravity_chain needs exactly one of engine (one KB) or users= (a KB per user)"
     )
 
 
-def _default_config(caches: GravityQueryCache | UserQueryCaches) -> QueryConfig:
+def _default_config(caches: AnswerCache | UserAnswerCaches) -> QueryConfig:
     """The query settings the engine (or every user's engine) uses when a call gives none."""
-    if isinstance(caches, UserQueryCaches):
+    if isinstance(caches, UserAnswerCaches):
         return caches.users.config or QueryConfig()
     return caches.engine.config
 

@@ -8,8 +8,9 @@ from langchain_core.documents import Document
 
 from gravity_core.context.fusion import DEFAULT_RRF_C
 from gravity_core.context.fusion import reciprocal_rank_fusion as core_rrf
+from gravity_core.context.policy import MergedHit
 
-__all__ = ["document_key", "reciprocal_rank_fusion"]
+__all__ = ["document_key", "merged_documents", "reciprocal_rank_fusion"]
 
 
 def document_key(document: Document) -> Hashable:
@@ -35,3 +36,11 @@ def reciprocal_rank_fusion(
     """
     fused = core_rrf(ranked_lists, document_key, c=c, top_n=top_n)
     return [document for document, _ in fused]
+
+
+def merged_documents(merged: Sequence[MergedHit[Document]]) -> list[Document]:
+    """The documents of a context policy's merge as new documents, each with why it is there
+    (``gravity_slot``, ``gravity_score``, ``gravity_found_by``) added to its metadata."""
+    return [
+        hit.item.model_copy(update={"metadata": {**hit.item.metadata, **hit.metadata()}}) for hit in merged
+    ]

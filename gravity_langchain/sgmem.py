@@ -25,7 +25,7 @@ from gravity_core.sgmem import (
     SGMemResult,
 )
 from gravity_core.sgmem.types import chunk_metadata, memory_metadata
-from gravity_langchain.retriever import refuse_unknown_arguments
+from gravity_langchain.retrieval_call import refuse_unknown_arguments
 
 __all__ = ["SGMemRetriever", "chunk_document", "memory_document"]
 

@@ -37,7 +37,8 @@ from gravity_llamaindex.postprocessor import (
 )
 from gravity_llamaindex.prompts import GRAVITY_QA_TEMPLATE, gravity_qa_template, install_gravity_qa_template
 from gravity_llamaindex.provider import AnchorProvider
-from gravity_llamaindex.retriever import GravityFusionRetriever, reciprocal_rank_fusion
+from gravity_llamaindex.fusion import reciprocal_rank_fusion
+from gravity_llamaindex.retriever import GravityFusionRetriever
 from gravity_llamaindex.sgmem import SGMemRetriever, chunk_node, memory_node
 from gravity_llamaindex.transform import GravityQueryBundle, GravityQueryTransform
 

@@ -18,7 +18,7 @@ from gravity_core.embeddings.framework import FrameworkEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.llm.faults import provider_faults_as_errors
 
-__all__ = ["GravityEmbedding", "LlamaIndexEmbedder", "as_gravity_embedder"]
+__all__ = ["GravityEmbedding", "LlamaIndexEmbedder", "aembed_texts", "as_gravity_embedder", "embed_texts"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
@@ -146,3 +146,21 @@ def as_gravity_embedder(model: Embedder | BaseEmbedding) -> Embedder:
     raise ConfigurationError(
         f"expected a GRAVITY Embedder or a LlamaIndex BaseEmbedding, got {type(model).__name__}"
     )
+
+
+def embed_texts(model: BaseEmbedding | None, texts: list[str], *, batch: bool) -> list[list[float]]:
+    """``texts`` embedded by ``model``: as one text batch, or (``batch`` off) one query embedding each."""
+    if model is None:
+        raise ConfigurationError("no embedding model to embed the queries with")
+    if batch:
+        return model.get_text_embedding_batch(texts)
+    return [model.get_query_embedding(text) for text in texts]
+
+
+async def aembed_texts(model: BaseEmbedding | None, texts: list[str], *, batch: bool) -> list[list[float]]:
+    """Async :func:`embed_texts` (the query embeddings concurrently)."""
+    if model is None:
+        raise ConfigurationError("no embedding model to embed the queries with")
+    if batch:
+        return await model.aget_text_embedding_batch(texts)
+    return list(await asyncio.gather(*(model.aget_query_embedding(text) for text in texts)))

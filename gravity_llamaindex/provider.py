@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date, datetime
 
 import numpy as np
@@ -22,17 +20,14 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
-from gravity_core.serving.users import UserKBs, check_user_id
+from gravity_core.serving.answer_cache import DEFAULT_CACHE_SIZE, AnswerCache, UserAnswerCaches
+from gravity_core.serving.users import UserKBs
 from gravity_llamaindex.instrumentation import GravityAnchorsEvent
 
 __all__ = ["MISSING_USER_ID", "AnchorProvider", "EngineLike", "as_provider", "as_question_date"]
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-
-DEFAULT_CACHE_SIZE = 16
-
-_Key = tuple[int, str, date | None]
 
 MISSING_USER_ID = (
     "this GRAVITY component serves many users' KBs (users=) and the query names no user: "
@@ -101,16 +96,17 @@ class AnchorProvider:
         _check_source(engine, users, (GravityEngine,))
         if cache_size < 0:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
-        self._engine = engine
         self.users = users
         self.user_id: str | None = None  # set on the provider of one user of ``users``
         self.config = config
         self.question_date = as_question_date(question_date)
         self.cache_size = cache_size
-        self._cache: OrderedDict[_Key, AnchorContext] = OrderedDict()
-        self._per_user: OrderedDict[str, AnchorProvider] = OrderedDict()
-        self._lock = threading.Lock()
-        self._revision = engine.revision if engine is not None else 0  # the KB version of the answers
+        self._answers = (
+            None if engine is None else AnswerCache(engine, maxsize=cache_size, on_answer=_emit_of(None))
+        )
+        self._per_user = (
+            None if users is None else UserAnswerCaches(users, maxsize=cache_size, on_answer=_emit)
+        )
 
     def __repr__(self) -> str:
         if self.users is not None:
@@ -126,36 +122,38 @@ class AnchorProvider:
             ConfigurationError: the provider serves many users (``users=``); each user's engine is
                 ``provider.for_user(user_id).engine``.
         """
-        if self._engine is None:
+        return self._cache().engine
+
+    def _cache(self) -> AnswerCache:
+        if self._answers is None:
             raise ConfigurationError(
                 "this AnchorProvider serves many users' KBs (users=): use provider.for_user(user_id).engine"
             )
-        return self._engine
+        return self._answers
 
     def for_user(self, user_id: str | None) -> AnchorProvider:
         """The provider answering ``user_id``'s questions.
 
         A provider of one engine returns itself (the engine answers every query, whatever user it
-        names). A provider of many users returns the user's own provider over
-        ``users.engine(user_id)``, made on first use and kept while ``users`` hands out the same
-        engine for the user.
+        names). A provider of many users returns a provider over the user's own answer cache
+        (:class:`~gravity_core.serving.answer_cache.UserAnswerCaches`), kept while ``users`` hands
+        out the same engine for the user.
 
         Raises:
             ConfigurationError: the provider serves many users and ``user_id`` is ``None`` (the
                 message says to pass ``GravityQueryBundle(q, user_id=...)``) or cannot name a user
                 (:func:`~gravity_core.serving.users.check_user_id`).
         """
-        if self.users is None:
+        if self._per_user is None:
             return self
         if user_id is None:
             raise ConfigurationError(MISSING_USER_ID)
-        engine = self.users.engine(check_user_id(user_id))
-        with self._lock:
-            found = self._per_user.get(user_id)
-            if found is not None and found._engine is engine:
-                self._per_user.move_to_end(user_id)
-                return found
-        return self._add_user(user_id, engine)
+        answers = self._per_user.for_user(user_id)
+        made = AnchorProvider(
+            answers.engine, config=self.config, question_date=self.question_date, cache_size=self.cache_size
+        )
+        made._answers, made.user_id = answers, user_id
+        return made
 
     async def afor_user(self, user_id: str | None) -> AnchorProvider:
         """:meth:`for_user` without blocking the event loop (a user's KB may load from disk)."""
@@ -163,30 +161,9 @@ class AnchorProvider:
             return self
         return await asyncio.to_thread(self.for_user, user_id)
 
-    def _add_user(self, user_id: str, engine: GravityEngine) -> AnchorProvider:
-        """A new provider of ``user_id``'s engine, kept unless the engine is the empty one ``users``
-        makes anew for every query of a user without a KB."""
-        made = AnchorProvider(
-            engine, config=self.config, question_date=self.question_date, cache_size=self.cache_size
-        )
-        made.user_id = user_id
-        if not engine.records.utterances:
-            return made
-        assert self.users is not None  # only called for a provider of many users
-        with self._lock:
-            self._per_user[user_id] = made
-            self._per_user.move_to_end(user_id)
-            while len(self._per_user) > self.users.max_engines:
-                dropped, _ = self._per_user.popitem(last=False)
-                logger.debug("provider of user %s dropped", dropped)
-        logger.debug("provider of user %s made (KB version %d)", user_id, engine.revision)
-        return made
-
-    def _key(self, question: str, question_date: date | datetime | str | None) -> _Key:
+    def _asked(self, question_date: date | datetime | str | None) -> date | None:
         asked = as_question_date(question_date)
-        # An engine that follows its KB checks for a new version here, as a query would.
-        revision = self.engine.current_snapshot().revision
-        return revision, question, asked if asked is not None else self.question_date
+        return asked if asked is not None else self.question_date
 
     def cached(
         self,
@@ -199,18 +176,7 @@ class AnchorProvider:
         provider of many users) about the KB version served now, if any (no engine call)."""
         if self.users is not None:
             return self.for_user(user_id).cached(question, question_date=question_date)
-        return self._lookup(self._key(question, question_date))
-
-    def _lookup(self, key: _Key) -> AnchorContext | None:
-        with self._lock:
-            if key[0] > self._revision:  # a new KB version: the answers kept are about the old one
-                logger.debug("KB version %d: %d cached answers dropped", key[0], len(self._cache))
-                self._cache.clear()
-                self._revision = key[0]
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-            return found
+        return self._cache().cached(question, config=self.config, question_date=self._asked(question_date))
 
     @dispatcher.span
     def get(
@@ -235,18 +201,13 @@ class AnchorProvider:
             ConfigurationError: ``question_date`` is not a date, a datetime or an ISO date string;
                 or the provider serves many users and ``user_id`` is missing or unusable.
         """
-        if self.users is not None:
-            return self.for_user(user_id).get(
-                question, query_embedding=query_embedding, question_date=question_date
-            )
-        key = self._key(question, question_date)
-        found = self._lookup(key)
-        if found is not None:
-            return found
-        context = self.engine.query(
-            question, config=self.config, query_embedding=query_embedding, question_date=key[2]
+        provider = self.for_user(user_id) if self.users is not None else self
+        return provider._cache().get(
+            question,
+            config=self.config,
+            query_embedding=query_embedding,
+            question_date=self._asked(question_date),
         )
-        return self._remember(key, context)
 
     @dispatcher.span
     async def aget(
@@ -258,41 +219,34 @@ class AnchorProvider:
         user_id: str | None = None,
     ) -> AnchorContext:
         """:meth:`get` without blocking the event loop (the engine runs in a worker thread)."""
-        if self.users is not None:
-            provider = await self.afor_user(user_id)
-            return await provider.aget(question, query_embedding=query_embedding, question_date=question_date)
-        key = self._key(question, question_date)
-        found = self._lookup(key)
-        if found is not None:
-            return found
-        context = await self.engine.aquery(
-            question, config=self.config, query_embedding=query_embedding, question_date=key[2]
+        provider = await self.afor_user(user_id) if self.users is not None else self
+        return await provider._cache().aget(
+            question,
+            config=self.config,
+            query_embedding=query_embedding,
+            question_date=self._asked(question_date),
         )
-        return self._remember(key, context)
 
     def clear(self) -> None:
         """Forget every remembered answer (every user's, for a provider of many users)."""
-        with self._lock:
-            self._cache.clear()
-            self._per_user.clear()
+        for answers in (self._answers, self._per_user):
+            if answers is not None:
+                answers.clear()
 
-    def _remember(self, key: _Key, context: AnchorContext) -> AnchorContext:
-        logger.debug(
-            "GRAVITY selected %d anchors and %d expansions for %r",
-            len(context.anchors),
-            len(context.expansions),
-            context.question,
-        )
-        dispatcher.event(GravityAnchorsEvent.from_context(context, user_id=self.user_id))
-        if self.cache_size:
-            with self._lock:
-                if not key[0] == self._revision == self.engine.revision:
-                    return context  # the KB moved on while this ran: the answer is not kept
-                self._cache[key] = context
-                self._cache.move_to_end(key)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return context
+
+def _emit_of(user_id: str | None) -> Callable[[AnchorContext], None]:
+    return lambda context: _emit(user_id, context)
+
+
+def _emit(user_id: str | None, context: AnchorContext) -> None:
+    """Log and emit the :class:`GravityAnchorsEvent` of an answer the engine computed."""
+    logger.debug(
+        "GRAVITY selected %d anchors and %d expansions for %r",
+        len(context.anchors),
+        len(context.expansions),
+        context.question,
+    )
+    dispatcher.event(GravityAnchorsEvent.from_context(context, user_id=user_id))
 
 
 EngineLike = GravityEngine | AnchorProvider

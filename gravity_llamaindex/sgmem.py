@@ -120,7 +120,7 @@ class SGMemRetriever(BaseRetriever):
         )
         self._include_memories = include_memories
         self._use_bundle_embedding = use_bundle_embedding
-        # GravityFusionRetriever embeds the queries with the wrapped retriever's ``_embed_model``.
+        # GravityFusionRetriever embeds the queries with a wrapped retriever's public ``embed_model``.
         self._embed_model = GravityEmbedding(sgmem.embedder)
 
     @property

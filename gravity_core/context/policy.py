@@ -163,6 +163,16 @@ class ContextPolicy:
             merged.append(MergedHit(item, slot, sum(1.0 / (self.rrf_c + h.rank) for h in hits), tuple(hits)))
         return merged
 
+    def places_expansions(self, top_n: int, fetch: int | None) -> bool:
+        """Whether an expansion's hit can take one of ``top_n`` places.
+
+        Not when expansions add nothing (``every`` 0), nor when all ``top_n`` places lie within the
+        lead and the question's own search, fetching ``fetch`` hits (``None``: unknown), fills them.
+        """
+        if self.every == 0:
+            return False
+        return fetch is None or fetch < top_n or top_n > self.lead
+
     def merge_searching(
         self,
         question: str,

@@ -1,11 +1,14 @@
-"""Serving: one KB per user, many users' builds, and building from chat messages."""
+"""Serving: one KB per user, many users' builds, building from chat messages, answer caches, search plans."""
 
+from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
 from gravity_core.serving.many_users import ManyUsersSettings, build_users
 from gravity_core.serving.messages import build_kb_from_utterances, forget_utterances
 from gravity_core.serving.users import UserKBs, check_user_id
 
 __all__ = [
+    "AnswerCache",
     "ManyUsersSettings",
+    "UserAnswerCaches",
     "UserKBs",
     "build_kb_from_utterances",
     "build_users",

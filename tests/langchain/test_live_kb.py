@@ -1,7 +1,7 @@
 """A LangChain chain built once follows the KB (#16): sessions added later reach its prompt.
 
 The KB folder is extended with ``build_kb_from_messages`` (as a chat app would after a session), or
-by ``gravity build`` in another process; the engine, the shared :class:`GravityQueryCache`, the
+by ``gravity build`` in another process; the engine, the shared :class:`AnswerCache`, the
 retriever and the chain are made once, before. Hashing embedder, offline extractor, no fakes but
 the chat model.
 """
@@ -25,13 +25,13 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.schema import Utterance
 from gravity_langchain import (
+    AnswerCache,
     GravityEmbeddings,
-    GravityQueryCache,
     GravityRetriever,
     build_gravity_chain,
     build_kb_from_messages,
 )
-from gravity_langchain.retriever import ANCHORS_EVENT
+from gravity_langchain.retrieval_call import ANCHORS_EVENT
 
 BISCUIT = "What happened with Biscuit the terrier?"
 
@@ -77,7 +77,7 @@ def test_the_shared_cache_follows_the_engine_to_a_new_session(
     kb_dir: Path, utterances: list[Utterance], embedder: HashingEmbedder
 ) -> None:
     engine = GravityEngine.from_dir(kb_dir, embedder=embedder)
-    cache = GravityQueryCache(engine)
+    cache = AnswerCache(engine)
     first = cache.get(BISCUIT)
     assert cache.get(BISCUIT) is first and "session_3:" not in first.text
 
@@ -93,7 +93,7 @@ def test_the_shared_cache_follows_the_engine_to_a_new_session(
 def test_a_cache_over_a_snapshot_engine_keeps_its_answers(
     kb_dir: Path, utterances: list[Utterance], embedder: HashingEmbedder
 ) -> None:
-    cache = GravityQueryCache(GravityEngine.from_dir(kb_dir, embedder=embedder, follow=False))
+    cache = AnswerCache(GravityEngine.from_dir(kb_dir, embedder=embedder, follow=False))
     first = cache.get(BISCUIT)
     build_kb_from_messages(messages(of_sessions(utterances, 3)), kb_dir, embedder=embedder)
     assert cache.get(BISCUIT) is first
@@ -106,7 +106,7 @@ def test_a_chain_built_once_serves_the_anchors_of_a_session_added_by_another_pro
     store = InMemoryVectorStore(GravityEmbeddings(embedder))
     store.add_documents([Document(f"{u.speaker}: {u.text}", id=u.id) for u in of_sessions(utterances, 1, 2)])
     chain = build_gravity_chain(engine, store, FakeListChatModel(responses=["ok"]), k=4)
-    cache = GravityQueryCache(engine)
+    cache = AnswerCache(engine)
     retriever = GravityRetriever(engine=engine, vector_store=store, k=4, cache=cache)
     seen = Prompts()
 

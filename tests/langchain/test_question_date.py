@@ -26,7 +26,7 @@ from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import (
     ANCHORS_EVENT,
-    GravityQueryCache,
+    AnswerCache,
     GravityRetriever,
     build_gravity_chain,
     gravity_anchors_runnable,
@@ -139,7 +139,7 @@ def test_a_host_retriever_gets_the_dated_expansions_but_no_date(engine: GravityE
 def test_the_cache_keeps_each_question_date_apart(
     engine: GravityEngine, store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = GravityQueryCache(engine)
+    cache = AnswerCache(engine)
     events = Anchors()
     expected = [selected(engine, None), selected(engine, FEBRUARY)]
     asked: list[date | None] = []
@@ -177,7 +177,7 @@ def test_a_bad_date_is_a_configuration_error_naming_the_argument(
 async def test_the_anchors_runnable_reads_the_configurable_date(engine: GravityEngine) -> None:
     dated = engine.query(QUESTION, question_date=FEBRUARY).text
     assert dated != engine.query(QUESTION).text
-    runnable = gravity_anchors_runnable(GravityQueryCache(engine))
+    runnable = gravity_anchors_runnable(AnswerCache(engine))
     config: RunnableConfig = {"configurable": {"question_date": "2024-02-01"}}
     assert runnable.invoke({"question": QUESTION}, config=config) == dated
     assert await runnable.ainvoke(QUESTION, config=config) == dated

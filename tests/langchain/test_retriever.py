@@ -24,8 +24,8 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import (
     ANCHORS_EVENT,
+    AnswerCache,
     GravityEmbeddings,
-    GravityQueryCache,
     GravityRetriever,
     document_key,
 )
@@ -281,7 +281,7 @@ def test_store_and_retriever_together_or_a_foreign_cache_are_refused(
         GravityRetriever(engine=engine, vector_store=store, retriever=store.as_retriever())
     other = GravityEngine(built.kb, engine.index, embedder)
     with pytest.raises(ConfigurationError, match="another engine"):
-        GravityRetriever(engine=engine, vector_store=store, cache=GravityQueryCache(other))
+        GravityRetriever(engine=engine, vector_store=store, cache=AnswerCache(other))
 
 
 def test_k_zero_in_invoke_is_a_configuration_error(engine: GravityEngine, question: str) -> None:
@@ -462,7 +462,7 @@ def test_query_config_is_used_and_the_cache_runs_the_engine_once(
     monkeypatch.setattr(engine, "query", counted)
     no_expansion = QueryConfig(expand=False)
     retriever = GravityRetriever(
-        engine=engine, vector_store=store, k=2, config=no_expansion, cache=GravityQueryCache(engine)
+        engine=engine, vector_store=store, k=2, config=no_expansion, cache=AnswerCache(engine)
     )
     first = retriever.invoke(question)
     second = retriever.invoke(question)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from operator import itemgetter
 from typing import Any
@@ -21,8 +19,8 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import (
     GRAVITY_PROMPT,
+    AnswerCache,
     GravityEmbeddings,
-    GravityQueryCache,
     build_gravity_chain,
     format_documents,
     gravity_anchors_runnable,
@@ -130,70 +128,6 @@ def test_format_documents_renders_one_block_item_per_document() -> None:
     assert format_documents([]) == ""
 
 
-# -- the shared query cache --------------------------------------------------------------------
-
-
-def test_cache_runs_one_query_for_concurrent_callers(
-    engine: GravityEngine, question: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    calls = count_queries(engine, monkeypatch, delay=0.1)
-    cache = GravityQueryCache(engine)
-    results: list[Any] = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get(question))) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert calls == [question]
-    assert len(results) == 4
-    assert all(r is results[0] for r in results)
-
-
-async def test_cache_async_and_config_keys(
-    engine: GravityEngine, question: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    calls = count_queries(engine, monkeypatch)
-    cache = GravityQueryCache(engine)
-    first, second = await asyncio.gather(cache.aget(question), cache.aget(question))
-    assert first is second
-    assert cache.get(question, config=engine.config) is first  # None means the engine's config
-    other = cache.get(question, config=QueryConfig(expand=False))
-    assert other.expansions == []
-    assert calls == [question, question]
-
-
-def test_cache_keeps_the_most_recent_results(engine: GravityEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = count_queries(engine, monkeypatch)
-    cache = GravityQueryCache(engine, maxsize=2)
-    for q in ("Maya", "Jonas", "Maya", "Biscuit", "Jonas"):
-        cache.get(q)
-    # Maya is refreshed by its second use, so Biscuit evicts Jonas, which must then be recomputed.
-    assert calls == ["Maya", "Jonas", "Biscuit", "Jonas"]
-    assert len(cache) == 2
-    cache.clear()
-    assert len(cache) == 0
-
-
-def test_cache_does_not_keep_failures(engine: GravityEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = GravityQueryCache(engine)
-    attempts: list[str] = []
-    original = engine.query
-
-    def flaky(question: str, **kwargs: Any) -> Any:
-        attempts.append(question)
-        if len(attempts) == 1:
-            raise RuntimeError("boom")
-        return original(question, **kwargs)
-
-    monkeypatch.setattr(engine, "query", flaky)
-    with pytest.raises(RuntimeError, match="boom"):
-        cache.get("Maya")
-    assert cache.get("Maya").question == "Maya"
-    assert attempts == ["Maya", "Maya"]
-    with pytest.raises(ConfigurationError):
-        GravityQueryCache(engine, maxsize=0)
-
-
 # -- the chain helper --------------------------------------------------------------------------
 
 
@@ -260,7 +194,7 @@ def test_manual_lcel_composition_with_a_shared_cache(
     from gravity_langchain import GravityRetriever
 
     calls = count_queries(engine, monkeypatch, delay=0.05)
-    cache = GravityQueryCache(engine)
+    cache = AnswerCache(engine)
     retriever = GravityRetriever(engine=engine, vector_store=store, k=2, cache=cache)
     chain = (
         RunnablePassthrough.assign(

@@ -34,12 +34,12 @@ from gravity_core.schema import Utterance
 from gravity_core.serving.users import UserKBs
 from gravity_langchain import (
     ANCHORS_EVENT,
+    AnswerCache,
     BatchedSearch,
     ChromaBatchedSearch,
     GravityEmbeddings,
-    GravityQueryCache,
     GravityRetriever,
-    UserQueryCaches,
+    UserAnswerCaches,
     build_gravity_chain,
     gravity_anchors_runnable,
 )
@@ -276,7 +276,7 @@ def test_one_chroma_collection_for_every_user(
 
 
 def test_a_shared_cache_is_kept_per_user(kbs: UserKBs, store: SearchSpy) -> None:
-    caches = UserQueryCaches(kbs)
+    caches = UserAnswerCaches(kbs)
     shared = GravityRetriever(
         users=kbs, vector_store=store, user_filter=own_filter, cache=caches, policy=EARLY
     )
@@ -377,16 +377,16 @@ class Plain(BaseRetriever):
 def test_what_cannot_keep_to_one_user_is_refused(kbs: UserKBs, store: SearchSpy) -> None:
     with pytest.raises(ConfigurationError, match="Plain may not apply user_filter"):
         GravityRetriever(users=kbs, retriever=Plain(store=store), user_filter=own_filter)
-    with pytest.raises(ConfigurationError, match="UserQueryCaches"):
+    with pytest.raises(ConfigurationError, match="UserAnswerCaches"):
         GravityRetriever(
             users=kbs,
             vector_store=store,
             user_filter=own_filter,
-            cache=GravityQueryCache(kbs.engine(user(1))),
+            cache=AnswerCache(kbs.engine(user(1))),
         )
-    with pytest.raises(ConfigurationError, match="UserQueryCaches"):
+    with pytest.raises(ConfigurationError, match="UserAnswerCaches"):
         other = UserKBs(kbs.root, embedder=kbs.embedder)
-        GravityRetriever(users=kbs, vector_store=store, user_filter=own_filter, cache=UserQueryCaches(other))
+        GravityRetriever(users=kbs, vector_store=store, user_filter=own_filter, cache=UserAnswerCaches(other))
     engine = kbs.engine(user(1))
     with pytest.raises(ConfigurationError, match="user_filter= goes with users="):
         GravityRetriever(engine=engine, vector_store=store, user_filter=own_filter)
@@ -469,7 +469,7 @@ async def test_the_chain_and_the_anchors_runnable_refuse_a_call_without_a_good_u
 
 
 async def test_the_anchors_runnable_takes_the_user_from_the_config(kbs: UserKBs) -> None:
-    for source in (kbs, UserQueryCaches(kbs)):
+    for source in (kbs, UserAnswerCaches(kbs)):
         anchors = gravity_anchors_runnable(source)
         for n in USERS:
             expected = kbs.query(user(n), QUESTION).text

@@ -180,17 +180,27 @@ async def test_transform_query_engine_route_gives_the_same_answer(
 async def test_expansions_the_merge_cannot_place_are_not_searched(
     index: VectorStoreIndex, engine: GravityEngine, context: AnchorContext, searches: list[VectorStoreQuery]
 ) -> None:
-    """Within the default policy's lead every place is the question's: retrieve searches only the
-    question and returns what aretrieve, which searches every expansion at once, returns."""
+    """Within the default policy's lead every place is the question's: retrieve and aretrieve
+    search only the question. When each search fetches fewer nodes than are returned, the
+    expansions can place theirs: aretrieve searches them all, and retrieve returns the same nodes."""
     retriever = GravityFusionRetriever.from_index(index, AnchorProvider(engine), similarity_top_k=6)
     assert DEFAULT_POLICY.lead >= 6 and context.expansions
     nodes = retriever.retrieve(QUESTION)
     assert [s.query_str for s in searches] == [QUESTION]
     searches.clear()
-    every = await retriever.aretrieve(QUESTION)
-    assert len(searches) == 1 + len(context.expansions)
-    assert [(n.node.node_id, n.score) for n in nodes] == [(n.node.node_id, n.score) for n in every]
+    again = await retriever.aretrieve(QUESTION)
+    assert [s.query_str for s in searches] == [QUESTION]
+    assert [(n.node.node_id, n.score) for n in nodes] == [(n.node.node_id, n.score) for n in again]
     assert len(nodes) == 6
+
+    short = GravityFusionRetriever.from_index(
+        index, AnchorProvider(engine), similarity_top_k=6, per_query_top_k=2
+    )
+    searches.clear()
+    every = await short.aretrieve(QUESTION)
+    assert sorted(s.query_str for s in searches) == sorted([QUESTION, *context.expansions])
+    nodes = short.retrieve(QUESTION)  # the same nodes (an added node's score: of the searches run)
+    assert [n.node.node_id for n in nodes] == [n.node.node_id for n in every]
 
 
 def test_a_plain_query_engine_with_the_postprocessor_makes_one_search(

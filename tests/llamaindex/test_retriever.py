@@ -157,7 +157,7 @@ def test_kb_embedder_embeds_the_question_first_shares_it_with_the_engine_then_ba
     monkeypatch.setattr(engine, "query", spy)
     model = CountingGravityEmbedding(hashing)
     GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
-    assert model.counts == {"query": 0, "batch": 2}  # [question], then all expansions in one batch
+    assert model.counts == {"query": 1, "batch": 1}  # the question, then all expansions in one batch
     assert len(received) == 1 and same_vector(received[0], vector_of(hashing, QUESTION))  # type: ignore[arg-type]
 
 
@@ -179,17 +179,33 @@ def test_batch_embed_makes_one_text_batch_for_all_queries(
     assert model.counts == {"query": 0, "batch": 1}
 
 
-def test_the_wrapped_vector_retrievers_model_is_used_by_default(
+def test_the_index_model_given_to_from_index_embeds_the_queries_in_two_requests(
     engine: GravityEngine, utterances: list[Utterance], hashing: HashingEmbedder
 ) -> None:
     model = CountingGravityEmbedding(hashing)
     index = VectorStoreIndex(nodes_from_utterances(utterances[:10]), embed_model=model)
     model.counts.update(query=0, batch=0)
-    retriever = GravityFusionRetriever.from_index(index, engine, similarity_top_k=4, per_query_top_k=2)
+    retriever = GravityFusionRetriever.from_index(
+        index, engine, similarity_top_k=4, per_query_top_k=2, embed_model=model
+    )
     nodes = retriever.retrieve(QUESTION)
-    assert model.counts == {"query": 0, "batch": 2}
+    assert model.counts == {"query": 1, "batch": 1}
     assert len(nodes) == 4
     assert retriever.retriever.similarity_top_k == 2  # type: ignore[attr-defined]
+
+
+def test_without_a_model_each_search_embeds_its_own_query(
+    engine: GravityEngine, utterances: list[Utterance], hashing: HashingEmbedder
+) -> None:
+    """LlamaIndex keeps an index's model private: without embed_model= the host embeds each query."""
+    model = CountingGravityEmbedding(hashing)
+    index = VectorStoreIndex(nodes_from_utterances(utterances[:10]), embed_model=model)
+    model.counts.update(query=0, batch=0)
+    policy = ContextPolicy(lead=1, every=2, depth=2)  # every expansion is searched
+    retriever = GravityFusionRetriever.from_index(index, engine, similarity_top_k=4, policy=policy)
+    retriever.retrieve(QUESTION)
+    searched = 1 + len(engine.query(QUESTION).expansions)
+    assert model.counts == {"query": searched, "batch": 0}
 
 
 # -- async --------------------------------------------------------------------------------------
@@ -213,7 +229,7 @@ async def test_async_embeds_like_sync(
 ) -> None:
     shared = CountingGravityEmbedding(hashing)
     await GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=shared).aretrieve(QUESTION)
-    assert shared.counts == {"query": 0, "batch": 2}
+    assert shared.counts == {"query": 1, "batch": 1}
     other = CountingEmbedding()
     await GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=other).aretrieve(QUESTION)
     assert other.counts == {"query": 1 + len(context.expansions), "batch": 0}

@@ -52,7 +52,7 @@ from gravity_llamaindex import (
     gravity_qa_template,
     is_gravity_node,
 )
-from gravity_llamaindex.retriever import _all_of
+from gravity_llamaindex.per_user import all_of as _all_of
 from gravity_llamaindex.transform import user_id_of
 
 from ..test_users import MARK, marks_of_others, user_chat

@@ -326,13 +326,13 @@ def test_langchain_retriever_and_prompt_keep_both_blocks_intact(
 
     from gravity_langchain import (
         GRAVITY_PROMPT,
-        GravityQueryCache,
+        AnswerCache,
         GravityRetriever,
         format_documents,
         gravity_anchors_runnable,
     )
 
-    cache = GravityQueryCache(engine)
+    cache = AnswerCache(engine)
     retriever = GravityRetriever(
         engine=engine, vector_store=langchain_store, k=len(host_texts()), cache=cache
     )
