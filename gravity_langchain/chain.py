@@ -41,8 +41,9 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 from langchain_core.vectorstores import VectorStore
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.window import BudgetShare
 from gravity_core.errors import ConfigurationError
-from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories
+from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories, memories_within
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
@@ -328,9 +329,9 @@ def build_gravity_chain(
     if token_budget is not None and token_budget < 1:
         raise ConfigurationError(f"token_budget must be at least 1, got {token_budget}")
     effective = config or _default_config(caches)
-    share = _BudgetShare(policy, effective, token_budget) if token_budget is not None else None
+    share = policy.share(token_budget, effective.token_budget) if token_budget is not None else None
     search_config = config
-    if share is not None and share.anchor_budget == 0:
+    if share is not None and share.anchors == 0:
         # Too small a budget for anchors: the host's own top documents, no expansion either, as
         # `gravity eval` measures it.
         search_config = effective.model_copy(update={"expand": False})
@@ -387,7 +388,7 @@ def build_gravity_chain(
         budget = share  # not None here; named for the closure
 
         def within_budget(value: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-            return budget(value, anchors.cache(config).engine)
+            return _within_budget(value, budget, anchors.cache(config).engine)
 
         contexts = RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors")
         retrieval = RunnablePassthrough.assign(context=documents, gravity_anchors=contexts) | RunnableLambda(
@@ -423,21 +424,10 @@ def _default_config(caches: AnswerCache | UserAnswerCaches) -> QueryConfig:
     return caches.engine.config
 
 
-class _BudgetShare:
-    """Turns retrieved documents and an anchor context into the two prompt texts within one budget."""
-
-    def __init__(self, policy: ContextPolicy, config: QueryConfig, budget: int) -> None:
-        self.budget = budget
-        self.anchor_budget = policy.anchor_tokens(budget, config.token_budget)
-
-    def __call__(self, value: dict[str, Any], engine: GravityEngine) -> dict[str, Any]:
-        """The prompt texts of ``value``, the anchors formatted by ``engine`` (the one that chose them)."""
-        text, tokens = engine.fit_anchors(value["gravity_anchors"], self.anchor_budget)
-        kept: list[Document] = []
-        memories = ""
-        for document in value["context"]:  # in rank order; one that does not fit is skipped
-            candidate = format_documents([*kept, document])
-            if engine.counter.count(candidate) + tokens <= self.budget:
-                kept.append(document)
-                memories = candidate
-        return {**value, "context": memories, "gravity_anchors": text}
+def _within_budget(value: dict[str, Any], share: BudgetShare, engine: GravityEngine) -> dict[str, Any]:
+    """The prompt texts of ``value`` within ``share``: the anchors formatted again by ``engine`` (the
+    one that chose them) within their part, then the documents in rank order in what is left."""
+    text, tokens = engine.fit_anchors(value["gravity_anchors"], share.anchors)
+    documents = value["context"]
+    kept = memories_within([d.page_content for d in documents], share.host(tokens), engine.counter.count)
+    return {**value, "context": format_documents([documents[n] for n in kept]), "gravity_anchors": text}

@@ -5,15 +5,18 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date, datetime
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.errors import ConfigurationError
+from gravity_core.prompts.memories import memories_within
 from gravity_core.query.question_date import as_question_date
 from gravity_core.query.types import AnchorContext
 from gravity_core.serving.users import UserKBs
@@ -107,6 +110,14 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     Built with ``users=``, it answers each query from the KB of the user the bundle names
     (``GravityQueryBundle(q, user_id=...)``); a query that names no user is refused.
 
+    **One token budget.** With ``total_budget``, the anchors and the memories share it as the
+    LangChain chain and ``gravity eval`` share it (:mod:`gravity_core.context.window`): the anchors
+    are formatted within the policy's part (:meth:`ContextPolicy.share
+    <gravity_core.context.policy.ContextPolicy.share>`; none when that part is 0), then the
+    retrieved nodes are kept in rank order while their escaped items fit in what is left (a node
+    too long is dropped, shorter ones after it are still kept). The count is cl100k tokens of the
+    anchor text and of each node's item, not of the template around them.
+
     Args:
         engine: a GRAVITY engine, or an :class:`AnchorProvider` shared with the other components;
             not together with ``users``.
@@ -114,11 +125,14 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
             ``engine``.
         question_date: the date questions are asked (a date, a datetime or an ISO string;
             default: the provider's).
+        total_budget: one token budget for the anchors and the retrieved nodes together (default:
+            none; the anchors take the engine's own budget and every node is kept).
+        policy: how ``total_budget`` is shared (default: the shipped policy).
         callback_manager: LlamaIndex callback manager (legacy callbacks).
 
     Raises:
-        ConfigurationError: both or neither of ``engine`` and ``users``; at a query: no query, or
-            (with ``users``) a query that names no user.
+        ConfigurationError: both or neither of ``engine`` and ``users``, or a ``total_budget``
+            below 1; at a query: no query, or (with ``users``) a query that names no user.
 
     Example:
         ```python
@@ -130,6 +144,8 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
 
     _provider: AnchorProvider = PrivateAttr()
     _question_date: date | None = PrivateAttr(default=None)
+    _total_budget: int | None = PrivateAttr(default=None)
+    _policy: ContextPolicy = PrivateAttr(default=DEFAULT_POLICY)
 
     def __init__(
         self,
@@ -137,13 +153,19 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         *,
         users: UserKBs | None = None,
         question_date: date | datetime | str | None = None,
+        total_budget: int | None = None,
+        policy: ContextPolicy = DEFAULT_POLICY,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         asked = as_question_date(question_date)
         provider = as_provider(engine, users=users)
+        if total_budget is not None and total_budget < 1:
+            raise ConfigurationError(f"total_budget must be at least 1, got {total_budget}")
         super().__init__(callback_manager=callback_manager or CallbackManager())
         self._provider = provider
         self._question_date = asked
+        self._total_budget = total_budget
+        self._policy = policy
 
     @classmethod
     def class_name(cls) -> str:
@@ -169,13 +191,14 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         given = question_date_of(query_bundle)
         return query_bundle, given if given is not None else self._question_date
 
-    @staticmethod
     def _prepend(
-        context: AnchorContext, nodes: list[NodeWithScore], user_id: str | None
+        self, context: AnchorContext, nodes: list[NodeWithScore], provider: AnchorProvider
     ) -> list[NodeWithScore]:
         _, others = split_gravity_nodes(nodes)
+        if self._total_budget is not None:
+            context, others = self._within_budget(context, others, provider)
         memories = escape_host_nodes(others)
-        node = anchor_node(context, user_id=user_id)
+        node = anchor_node(context, user_id=provider.user_id)
         if node is None:
             logger.debug("no anchors for %r: only the memories, escaped", context.question)
             return memories
@@ -188,7 +211,7 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         bundle, asked = self._question(query_bundle)
         provider = self._provider.for_user(user_id_of(bundle))
         context = provider.get(bundle.query_str, question_date=asked)
-        return self._prepend(context, nodes, provider.user_id)
+        return self._prepend(context, nodes, provider)
 
     @dispatcher.span
     async def _apostprocess_nodes(
@@ -197,7 +220,20 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         bundle, asked = self._question(query_bundle)
         provider = await self._provider.afor_user(user_id_of(bundle))
         context = await provider.aget(bundle.query_str, question_date=asked)
-        return self._prepend(context, nodes, provider.user_id)
+        return self._prepend(context, nodes, provider)
+
+    def _within_budget(
+        self, context: AnchorContext, nodes: list[NodeWithScore], provider: AnchorProvider
+    ) -> tuple[AnchorContext, list[NodeWithScore]]:
+        """The anchors within the policy's part of the total budget, and the nodes that fit after them."""
+        assert self._total_budget is not None
+        engine = provider.engine
+        share = self._policy.share(self._total_budget, (provider.config or engine.config).token_budget)
+        text, tokens = engine.fit_anchors(context, share.anchors)
+        fitted = replace(context, text=text, tokens=tokens)
+        texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+        kept = memories_within(texts, share.host(tokens), engine.counter.count)
+        return fitted, [nodes[n] for n in kept]
 
 
 class KeepGravityFirst(BaseNodePostprocessor):

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from gravity_core.context.fusion import DEFAULT_RRF_C
+from gravity_core.context.window import BudgetShare
 from gravity_core.errors import ConfigurationError
 
 __all__ = ["DEFAULT_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
@@ -271,6 +272,10 @@ class ContextPolicy:
         if share < max(1, self.min_anchor_tokens):
             return 0
         return share if cap is None else min(share, cap)
+
+    def share(self, total_budget: int, cap: int | None = None) -> BudgetShare:
+        """``total_budget`` shared: the anchors' part (:meth:`anchor_tokens`), the memories the rest."""
+        return BudgetShare(total_budget, self.anchor_tokens(total_budget, cap))
 
 
 class _Cursor:

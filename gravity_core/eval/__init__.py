@@ -11,7 +11,7 @@ token budgets); with a chat model it also answers, judges and scores token F1. T
 Importing this package loads no model and imports neither matplotlib nor nltk.
 """
 
-from gravity_core.eval.context import ContextWindow, fill_budget
+from gravity_core.eval.context import ContextWindow
 from gravity_core.eval.datasets import (
     LOCOMO_CATEGORIES,
     EvalQuestion,
@@ -52,7 +52,6 @@ __all__ = [
     "answer_covered",
     "content_words",
     "evidence_recall",
-    "fill_budget",
     "load_locomo_eval",
     "load_longmemeval_eval",
     "locomo_f1",

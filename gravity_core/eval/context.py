@@ -1,6 +1,7 @@
 """Assembling one question's context: filling a token budget, joining the text.
 
-The ranking itself comes from the context policy (:mod:`gravity_core.context.policy`).
+The ranking comes from the context policy (:mod:`gravity_core.context.policy`), the filling rule
+from :func:`gravity_core.context.window.fill_budget`, as for every integration.
 
 Everything placed before the answering model counts inside the budget: GRAVITY's injection takes
 its tokens first and the host's passages fill what is left.
@@ -11,27 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gravity_core.context.window import fill_budget
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.hosts import Passage
 
-__all__ = ["ContextWindow", "fill_budget"]
-
-
-def fill_budget(ranking: Sequence[Passage], budget: int) -> list[Passage]:
-    """The passages taken in rank order while they fit in ``budget`` tokens.
-
-    A passage too long for what is left is skipped and the next ones are still tried, so a long
-    turn does not stop shorter, lower-ranked ones from filling the budget.
-    """
-    taken: list[Passage] = []
-    left = budget
-    for passage in ranking:
-        if passage.tokens <= left:
-            taken.append(passage)
-            left -= passage.tokens
-            if left <= 0:
-                break
-    return taken
+__all__ = ["ContextWindow"]
 
 
 @dataclass(frozen=True)
@@ -80,5 +65,5 @@ class ContextWindow:
         """
         if anchors_tokens > budget:
             raise ConfigurationError(f"the anchors take {anchors_tokens} tokens, over the budget of {budget}")
-        passages = fill_budget(ranking, budget - anchors_tokens)
+        passages = fill_budget(ranking, budget - anchors_tokens, lambda p: p.tokens)
         return cls(tuple(passages), anchors_text, anchors_tokens)

@@ -31,11 +31,12 @@ Block::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
+from gravity_core.context.window import fill_budget
 from gravity_core.prompts.injection import BlockTemplate, escape_text
 
-__all__ = ["RETRIEVED_MEMORIES", "format_memories", "memory_item", "memory_items"]
+__all__ = ["RETRIEVED_MEMORIES", "format_memories", "memories_within", "memory_item", "memory_items"]
 
 RETRIEVED_MEMORIES = BlockTemplate(tag="retrieved_memories", header="Retrieved Memories")
 """The block around the host's retrieved documents, laid out like GRAVITY's own blocks.
@@ -60,3 +61,20 @@ def memory_items(texts: Iterable[str]) -> list[str]:
 def format_memories(texts: Iterable[str]) -> str:
     """The :data:`RETRIEVED_MEMORIES` block of one item per text (``""`` when none has text)."""
     return RETRIEVED_MEMORIES.render(memory_items(texts))
+
+
+def memories_within(texts: Sequence[str], budget: int, count: Callable[[str], int]) -> list[int]:
+    """Which texts (their indices, in rank order) fit in ``budget`` tokens as one memories block.
+
+    :func:`~gravity_core.context.window.fill_budget` over the texts' items: the block's opening and
+    closing lines count once, each item with its line break (cl100k tokens never span a line break,
+    so the block's tokens are the sum of its lines'). A text without content takes nothing.
+
+    Args:
+        texts: the host's documents, best first.
+        budget: the tokens the block may take.
+        count: the token counter (e.g. ``engine.counter.count``).
+    """
+    items = [memory_item(text) for text in texts]
+    frame = count(RETRIEVED_MEMORIES.opening) + count(RETRIEVED_MEMORIES.closing)
+    return fill_budget(range(len(items)), budget - frame, lambda n: count(f"{items[n]}\n") if items[n] else 0)

@@ -139,13 +139,13 @@ class SGMemWithGravity:
             if total_budget < 1:
                 raise ConfigurationError(f"total_budget must be at least 1, got {total_budget}")
             base = anchor_config or self.engine.config
-            part = self.policy.anchor_tokens(total_budget, base.token_budget)
-            if part == 0:
+            share = self.policy.share(total_budget, base.token_budget)
+            if share.anchors == 0:
                 anchors = AnchorContext(question)  # too small a budget for anchors: SGMem's own context
             else:
-                shared = base.model_copy(update={"token_budget": part})
+                shared = base.model_copy(update={"token_budget": share.anchors})
                 anchors = self.engine.query(question, config=shared, question_date=question_date)
-            token_budget = total_budget - anchors.tokens  # the anchors' part is below the total
+            token_budget = share.host(anchors.tokens)
         expansions = anchors.expansions
         if self.max_expansions is not None:
             expansions = expansions[: self.max_expansions]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gravity_core.context.window import fill_budget
 from gravity_core.errors import ConfigurationError
-from gravity_core.eval.context import ContextWindow, fill_budget
+from gravity_core.eval.context import ContextWindow
 from gravity_core.eval.hosts import Passage
 from gravity_core.text.tokens import TokenCounter
 
@@ -26,7 +27,7 @@ def ids(passages: list[Passage]) -> list[str]:
 
 def test_fill_budget_skips_a_passage_too_long_and_keeps_filling() -> None:
     long = passage("long", "word " * 200)
-    taken = fill_budget([A, long, B], A.tokens + B.tokens)
+    taken = fill_budget([A, long, B], A.tokens + B.tokens, lambda p: p.tokens)
     assert ids(taken) == ["a", "b"]
 
 

@@ -6,12 +6,20 @@ import pytest
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.errors import ConfigurationError
+from gravity_core.prompts.memories import memories_within
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
 from gravity_core.schema import AnchorKind
-from gravity_llamaindex import AnchorProvider, GravityNodePostprocessor, KeepGravityFirst, is_gravity_node
+from gravity_llamaindex import (
+    AnchorProvider,
+    GravityNodePostprocessor,
+    KeepGravityFirst,
+    is_gravity_node,
+)
+from gravity_llamaindex.postprocessor import split_gravity_nodes
 
 from .conftest import QUESTION
 
@@ -113,3 +121,34 @@ async def test_keep_gravity_first_async(engine: GravityEngine) -> None:
     anchored = GravityNodePostprocessor(engine).postprocess_nodes(_memories(), query_str=QUESTION)
     shielded = await KeepGravityFirst(ReverseReranker()).apostprocess_nodes(anchored, query_str=QUESTION)
     assert is_gravity_node(shielded[0]) and [n.node.node_id for n in shielded[1:]] == ["m2", "m1"]
+
+
+@pytest.mark.parametrize("budget", [300, 900, 1500])
+def test_a_total_budget_is_shared_as_the_chain_shares_it(
+    engine: GravityEngine, context: AnchorContext, budget: int
+) -> None:
+    policy = ContextPolicy(anchor_share=0.3, host_reserve=200)
+    turns = [
+        NodeWithScore(
+            node=TextNode(id_=f"t{n}", text=f"Maya: turn {n} " + "words " * (n * 7 % 50)), score=1.0
+        )
+        for n in range(40)
+    ]
+    nodes = GravityNodePostprocessor(engine, total_budget=budget, policy=policy).postprocess_nodes(
+        turns, query_str=QUESTION
+    )
+    anchors, memories = split_gravity_nodes(nodes)
+    share = policy.share(budget, engine.config.token_budget)
+    text, tokens = engine.fit_anchors(context, share.anchors)
+    assert [a.node.get_content() for a in anchors] == ([text] if text else [])
+    expected = memories_within(
+        [t.node.get_content(metadata_mode=MetadataMode.LLM) for t in turns],
+        budget - tokens,
+        engine.counter.count,
+    )
+    assert [m.node.node_id for m in memories] == [f"t{n}" for n in expected]
+    assert 0 < len(memories) < len(turns)
+    shown = [m.node.get_content(metadata_mode=MetadataMode.LLM) for m in memories]
+    assert tokens + sum(engine.counter.count(f"{item}\n") for item in shown) <= budget
+    with pytest.raises(ConfigurationError, match="total_budget"):
+        GravityNodePostprocessor(engine, total_budget=0)
