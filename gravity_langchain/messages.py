@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -188,12 +188,7 @@ def build_kb_from_messages(
         messages, session=session, default_time=default_time, speakers=speakers
     )
     return build_kb_from_utterances(
-        utterances,
-        kb_dir,
-        embedder=embedder,
-        extractor=extractor,
-        chat_model=LangChainChatModel(llm) if llm is not None else None,
-        batch_size=batch_size,
+        utterances, kb_dir, batch_size=batch_size, **_kb_arguments(embedder, extractor, llm)
     )
 
 
@@ -234,27 +229,22 @@ def forget_messages(
         speakers: see :func:`utterances_from_messages`.
 
     Returns:
-        What the forget did: ``forgotten`` and ``remaining`` utterances, anchors ``before`` and
-        ``after``.
+        What the forget did, as :func:`gravity_core.serving.messages.forget_utterances` reports it.
 
     Raises:
-        ConfigurationError: both or neither of ``kb_dir`` and ``builder``; no messages to forget
-            (system and tool messages do not count); ``kb_dir`` holds no KB; a message that is not
-            in the KB (the error lists the ids the KB holds, and nothing is forgotten); or the
-            embedder or extractor is not the KB's.
+        ConfigurationError: as :func:`~gravity_core.serving.messages.forget_utterances` (no messages
+            to forget: system and tool messages do not count).
         InputDataError: a message field is unusable (as in the build).
     """
     utterances = utterances_from_messages(
-        messages,
-        session=session,
-        default_time=forgetting_time(default_time),
-        speakers=speakers,
+        messages, session=session, default_time=forgetting_time(default_time), speakers=speakers
     )
-    return forget_utterances(
-        utterances,
-        kb_dir,
-        builder=builder,
-        embedder=embedder,
-        extractor=extractor,
-        chat_model=LangChainChatModel(llm) if llm is not None else None,
-    )
+    return forget_utterances(utterances, kb_dir, builder=builder, **_kb_arguments(embedder, extractor, llm))
+
+
+def _kb_arguments(
+    embedder: Embedder | None, extractor: Extractor | None, llm: BaseChatModel | None
+) -> dict[str, Any]:
+    """What a build or forget of messages hands to gravity_core: the embedder, extractor and model."""
+    chat_model = LangChainChatModel(llm) if llm is not None else None
+    return {"embedder": embedder, "extractor": extractor, "chat_model": chat_model}

@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
+from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
@@ -78,14 +79,8 @@ def build_kb_from_chat_messages(
     utterances = utterances_from_chat_messages(
         messages, session=session, default_time=default_time, speakers=speakers
     )
-    return build_kb_from_utterances(
-        utterances,
-        kb_dir,
-        embedder=as_gravity_embedder(embedder) if embedder is not None else None,
-        extractor=extractor,
-        chat_model=LlamaIndexChatModel(llm) if llm is not None else None,
-        batch_size=batch_size,
-    )
+    options = _kb_options(embedder, extractor, llm)
+    return build_kb_from_utterances(utterances, kb_dir, batch_size=batch_size, **options)
 
 
 @renamed_arguments(**RENAMED_ARGUMENTS)  # outside the span, which binds the signature first
@@ -129,27 +124,26 @@ def forget_chat_messages(
         speakers: see :func:`~gravity_llamaindex.utterances_from_chat_messages`.
 
     Returns:
-        What the forget did: ``forgotten`` and ``remaining`` utterances, anchors ``before`` and
-        ``after``.
+        What the forget did, as :func:`gravity_core.serving.messages.forget_utterances` reports it.
 
     Raises:
-        ConfigurationError: both or neither of ``kb_dir`` and ``builder``; no messages to forget
-            (system and tool messages do not count); ``kb_dir`` holds no KB; a message that is not
-            in the KB (the error lists the ids the KB holds, and nothing is forgotten); or the
-            embedder or extractor is not the KB's.
+        ConfigurationError: as :func:`~gravity_core.serving.messages.forget_utterances` (no messages
+            to forget: system and tool messages do not count).
         InputDataError: a message field is unusable (as in the build).
     """
+    when = forgetting_time(default_time)
     utterances = utterances_from_chat_messages(
-        messages,
-        session=session,
-        default_time=forgetting_time(default_time),
-        speakers=speakers,
+        messages, session=session, default_time=when, speakers=speakers
     )
-    return forget_utterances(
-        utterances,
-        kb_dir,
-        builder=builder,
-        embedder=as_gravity_embedder(embedder) if embedder is not None else None,
-        extractor=extractor,
-        chat_model=LlamaIndexChatModel(llm) if llm is not None else None,
-    )
+    return forget_utterances(utterances, kb_dir, builder=builder, **_kb_options(embedder, extractor, llm))
+
+
+def _kb_options(
+    embedder: Embedder | BaseEmbedding | None, extractor: Extractor | None, llm: LLM | None
+) -> dict[str, Any]:
+    """The embedder, extractor and chat model of a build or forget, as gravity_core takes them."""
+    return {
+        "embedder": as_gravity_embedder(embedder) if embedder is not None else None,
+        "extractor": extractor,
+        "chat_model": LlamaIndexChatModel(llm) if llm is not None else None,
+    }

@@ -17,15 +17,9 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.sgmem import (
-    ChunkGranularity,
-    MatchedMemory,
-    RankedChunk,
-    RetrievalConfig,
-    SGMem,
-    SGMemResult,
-)
-from gravity_core.sgmem.types import chunk_metadata, memory_metadata
+from gravity_core.sgmem.config import ChunkGranularity, RetrievalConfig
+from gravity_core.sgmem.index import SGMem
+from gravity_core.sgmem.types import MatchedMemory, RankedChunk, SGMemResult, chunk_metadata, memory_metadata
 from gravity_llamaindex.embeddings import GravityEmbedding
 
 __all__ = ["SGMemRetriever", "chunk_node", "memory_node"]

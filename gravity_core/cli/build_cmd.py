@@ -52,15 +52,10 @@ def _chat_model(
 def _extractor(
     chat: ChatModel | None, fused: bool, store: AnchorStore, embedder: Embedder, max_concurrency: int
 ) -> Extractor:
-    if chat is None:
-        from gravity_core.extract.offline import OfflineExtractor
+    from gravity_core.extract.choice import make_extractor
 
-        return OfflineExtractor.kept_in(store.cache_dir, embedder)
-    from gravity_core.extract.llm import LLMExtractor
-    from gravity_core.llm.cache import ResponseCache
-
-    return LLMExtractor(
-        chat, fused=fused, cache=ResponseCache(store.cache_dir), max_concurrency=max_concurrency
+    return make_extractor(
+        embedder, chat_model=chat, cache_dir=store.cache_dir, fused=fused, max_concurrency=max_concurrency
     )
 
 

@@ -129,19 +129,16 @@ def _settings(text: str) -> tuple[str, ...]:
 
 
 def _extractor(kind: str, model: str | None, output: Path, embedder: EmbedderT) -> Extractor:
+    from gravity_core.extract.choice import make_extractor
+
     if kind == "offline":
         if model:
             raise ConfigurationError("--extract-model is for --extractor llm")
-        from gravity_core.extract.offline import OfflineExtractor
-
-        return OfflineExtractor(embedder)
+        return make_extractor(embedder)
     if kind == "llm":
         if not model:
             raise ConfigurationError("--extractor llm needs --extract-model provider:name")
-        from gravity_core.extract.llm import LLMExtractor
-        from gravity_core.llm.cache import ResponseCache
-
-        return LLMExtractor(load_chat_model(model), fused=True, cache=ResponseCache(output / "extract_cache"))
+        return make_extractor(embedder, chat_model=load_chat_model(model), cache_dir=output / "extract_cache")
     raise ConfigurationError(f"unknown extractor {kind!r} (use offline or llm)")
 
 

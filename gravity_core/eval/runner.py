@@ -294,9 +294,9 @@ def run_eval(
     progress = progress or _no_progress
     root = Path(output_dir)
     if extractor is None:
-        from gravity_core.extract.offline import OfflineExtractor
+        from gravity_core.extract.choice import make_extractor
 
-        extractor = OfflineExtractor(embedder)
+        extractor = make_extractor(embedder)
     embeddings = root / "embeddings"
     host_factories = (
         list(hosts)

@@ -2,7 +2,8 @@
 (spaCy, no model) or by a chat model."""
 
 from gravity_core.extract.base import Extractor
+from gravity_core.extract.choice import make_extractor
 from gravity_core.extract.llm import LLMExtractor
 from gravity_core.extract.offline import OfflineExtractor
 
-__all__ = ["Extractor", "LLMExtractor", "OfflineExtractor"]
+__all__ = ["Extractor", "LLMExtractor", "OfflineExtractor", "make_extractor"]

@@ -357,19 +357,11 @@ def _open_builder(
 
         embedder = default_embedder()
     store = AnchorStore(kb_dir) if kb_dir is not None else None
-    if chat_model is not None:
-        from gravity_core.extract.llm import LLMExtractor
-        from gravity_core.llm.cache import ResponseCache
+    if extractor is None:
+        from gravity_core.extract.choice import make_extractor
 
-        cache = ResponseCache(store.cache_dir) if store is not None else None
-        extractor = LLMExtractor(chat_model, fused=True, cache=cache)
-    elif extractor is None:
-        from gravity_core.extract.offline import OfflineExtractor
-
-        if store is not None:
-            extractor = OfflineExtractor.kept_in(store.cache_dir, embedder)
-        else:
-            extractor = OfflineExtractor(embedder)
+        cache_dir = store.cache_dir if store is not None else None
+        extractor = make_extractor(embedder, chat_model=chat_model, cache_dir=cache_dir)
     return AnchorBuilder(extractor, embedder, batch_size=batch_size, store=store)
 
 

@@ -416,13 +416,13 @@ class UserKBs:
     def _offline_extractor(self, embedder: Embedder, store: AnchorStore) -> Extractor:
         """The offline extractor, all users' builds sharing one loaded spaCy pipeline; the user's
         parses and answers are kept in their own KB folder."""
-        from gravity_core.extract.offline import OfflineExtractor
+        from gravity_core.extract.choice import make_extractor
         from gravity_core.text.nlp import load_pipeline
 
         with self._nlp_lock:
             if self._nlp is None:
                 self._nlp = load_pipeline()
-        return OfflineExtractor.kept_in(store.cache_dir, embedder, pipeline=self._nlp)
+        return make_extractor(embedder, cache_dir=store.cache_dir, pipeline=self._nlp)
 
 
 def _empty_in_place(folder: Path) -> None:
