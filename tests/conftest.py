@@ -1,4 +1,8 @@
-"""Shared fixtures: a real Chroma server (``chroma run``) for tests marked ``server``."""
+"""Shared fixtures: a real Chroma server (``chroma run``) for tests marked ``server``.
+
+The network is blocked in every test (pytest-socket, ``--disable-socket`` in pyproject.toml); a test
+marked ``server`` or ``loopback`` may open sockets, to 127.0.0.1 and ::1 only (``allow_hosts``).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,13 @@ from typing import Any
 import pytest
 
 _HEARTBEAT_TIMEOUT_S = 30.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Let the tests that talk to a local server open sockets (still to loopback only)."""
+    for item in items:
+        if item.get_closest_marker("server") or item.get_closest_marker("loopback"):
+            item.add_marker(pytest.mark.allow_hosts(["127.0.0.1", "::1"]))
 _STOP_TIMEOUT_S = 10.0
 
 

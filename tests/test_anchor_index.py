@@ -490,6 +490,7 @@ def test_missing_chromadb_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_p
         ChromaAnchorIndex.persistent(tmp_path, "kb")
 
 
+@pytest.mark.loopback
 def test_unreachable_server_names_its_url() -> None:
     pytest.importorskip("chromadb")
     port = _free_port()

@@ -146,6 +146,7 @@ def test_openai_build_against_a_local_fake_of_the_api(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.loopback
 def test_cli_openai_model_against_the_same_fake(tmp_path: Path) -> None:
     """``gravity build --model openai:gpt-4o-mini`` goes through the entry point to ChatOpenAI."""
     spec = importlib.util.spec_from_file_location("fake_openai", COOKBOOK / "fake_openai.py")

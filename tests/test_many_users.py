@@ -97,6 +97,7 @@ def dask_cluster() -> Iterator[Any]:
         yield cluster
 
 
+@pytest.mark.loopback
 def test_dask_on_a_local_cluster_builds_the_same_kbs(nlp: Any, tmp_path: Path, dask_cluster: Any) -> None:
     from distributed import Client
 
@@ -108,6 +109,7 @@ def test_dask_on_a_local_cluster_builds_the_same_kbs(nlp: Any, tmp_path: Path, d
     assert_built_as_in_process(tmp_path / "root", users, nlp, tmp_path)
 
 
+@pytest.mark.loopback
 def test_the_cli_builds_on_a_dask_scheduler(
     tmp_path: Path, dask_cluster: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

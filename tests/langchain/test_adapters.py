@@ -325,6 +325,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.loopback
 def test_openai_models_that_cannot_connect_raise_provider_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 

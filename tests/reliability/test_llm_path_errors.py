@@ -37,6 +37,8 @@ from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel, recorded_model_from_file
 from tests.reliability._build_helpers import batch_ids, conversation, good_answer
 
+pytestmark = pytest.mark.loopback  # a fake provider or scheduler on 127.0.0.1
+
 EMBEDDER = HashingEmbedder(dim=64)
 HELLO: list[Message] = [{"role": "user", "content": "hello"}]
 MODEL = "openai:gpt-4o-mini"

@@ -32,6 +32,8 @@ from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
 from tests.reliability._build_helpers import batch_ids, comparable, conversation, good_answer
 
+pytestmark = pytest.mark.loopback  # a fake provider or scheduler on 127.0.0.1
+
 HELLO: list[Message] = [{"role": "user", "content": "hello"}]
 
 
