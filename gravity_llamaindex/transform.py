@@ -20,6 +20,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import QueryBundle
 
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
+from gravity_core.serving.search_plan import merge_queries
 from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_llamaindex.provider import AnchorProvider, EngineLike, as_provider
 
@@ -75,19 +76,6 @@ def user_id_of(query_bundle: QueryBundle | None) -> str | None:
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
-
-
-def merge_queries(*groups: list[str]) -> list[str]:
-    """The strings of ``groups`` in order, without blanks and case-insensitive repeats."""
-    seen: set[str] = set()
-    merged: list[str] = []
-    for group in groups:
-        for text in group:
-            key = " ".join(text.split()).casefold()
-            if key and key not in seen:
-                seen.add(key)
-                merged.append(text)
-    return merged
 
 
 class GravityQueryTransform(BaseQueryTransform):

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real Chroma server (``chroma run``) for tests marked ``server``.
+"""Shared fixtures: the sample conversation's KB, built once per run, and a real Chroma server
+(``chroma run``) for tests marked ``server``.
 
 The network is blocked in every test (pytest-socket, ``--disable-socket`` in pyproject.toml); a test
 marked ``server`` or ``loopback`` may open sockets, to 127.0.0.1 and ::1 only (``allow_hosts``).
@@ -19,6 +20,15 @@ from typing import Any
 
 import pytest
 
+from gravity_core.build import AnchorBuilder
+from gravity_core.embeddings import HashingEmbedder
+from gravity_core.extract.offline import OfflineExtractor
+from gravity_core.loaders import load_conversation
+from gravity_core.schema import Utterance
+from gravity_core.storage.store import AnchorStore
+
+SAMPLE_CONVERSATION = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
+
 _HEARTBEAT_TIMEOUT_S = 30.0
 
 
@@ -27,6 +37,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("server") or item.get_closest_marker("loopback"):
             item.add_marker(pytest.mark.allow_hosts(["127.0.0.1", "::1"]))
+
+
 _STOP_TIMEOUT_S = 10.0
 
 
@@ -124,3 +136,32 @@ def nlp() -> Any:
     from gravity_core.text.nlp import load_pipeline
 
     return load_pipeline()
+
+
+# -- the sample KB -----------------------------------------------------------------------------
+# Built once per run with the offline extractor and the hashing embedder. Read-only in every test:
+# a test that adds, forgets or spies wraps these objects or builds its own.
+
+
+@pytest.fixture(scope="session")
+def sample_utterances() -> list[Utterance]:
+    """The sample conversation (examples/sample_conversation.jsonl): 96 turns in 5 sessions."""
+    return load_conversation(SAMPLE_CONVERSATION)
+
+
+@pytest.fixture(scope="session")
+def sample_kb(sample_utterances: list[Utterance]) -> AnchorBuilder:
+    """The builder holding the sample conversation's KB and its vectors, in memory."""
+    embedder = HashingEmbedder()
+    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
+    builder.add(sample_utterances)
+    return builder
+
+
+@pytest.fixture(scope="session")
+def sample_kb_dir(tmp_path_factory: pytest.TempPathFactory, sample_utterances: list[Utterance]) -> Path:
+    """A folder holding the sample KB as ``gravity build`` saves it (with the hashing embedder)."""
+    folder = tmp_path_factory.mktemp("sample") / "kb"
+    embedder = HashingEmbedder()
+    AnchorBuilder(OfflineExtractor(embedder), embedder, store=AnchorStore(folder)).add(sample_utterances)
+    return folder

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,53 +12,28 @@ import pytest
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
-from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.loaders import load_conversation
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
 from gravity_core.schema import Utterance
 from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
 from gravity_core.serving.users import UserKBs
-
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
-
-
-@pytest.fixture(scope="module")
-def utterances() -> list[Utterance]:
-    return load_conversation(SAMPLE)
-
-
-@pytest.fixture(scope="module")
-def built(utterances: list[Utterance]) -> AnchorBuilder:
-    embedder = HashingEmbedder()
-    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
-    builder.add(utterances)
-    return builder
+from tests.spies import count_queries
 
 
 @pytest.fixture
-def engine(built: AnchorBuilder) -> GravityEngine:
-    return GravityEngine.from_builder(built)
+def utterances(sample_utterances: list[Utterance]) -> list[Utterance]:
+    return sample_utterances
+
+
+@pytest.fixture
+def engine(sample_kb: AnchorBuilder) -> GravityEngine:
+    return GravityEngine.from_builder(sample_kb)
 
 
 @pytest.fixture
 def question() -> str:
     return "Where does Maya work now, and what happened with Biscuit?"
-
-
-def count_queries(engine: GravityEngine, monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[str]:
-    """Make ``engine.query`` record its questions (and optionally take ``delay`` seconds)."""
-    calls: list[str] = []
-    original = engine.query
-
-    def counted(question: str, **kwargs: Any) -> Any:
-        calls.append(question)
-        time.sleep(delay)
-        return original(question, **kwargs)
-
-    monkeypatch.setattr(engine, "query", counted)
-    return calls
 
 
 # -- the shared query cache --------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.embeddings import HashingEmbedder, default_embedder
+from gravity_core.embeddings import default_embedder
 from gravity_core.eval.datasets import load_locomo_eval
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.query.config import QueryConfig
@@ -53,13 +53,8 @@ def test_an_empty_question_gets_nothing(engines: dict[str, tuple[GravityEngine, 
         assert context.anchors == [] and context.expansions == [] and context.text == ""
 
 
-def test_the_floor_can_be_set_and_embedders_without_one_are_not_gated() -> None:
-    from gravity_core.loaders import load_conversation
-
-    hashing = HashingEmbedder()
-    builder = AnchorBuilder(OfflineExtractor(hashing), hashing)
-    builder.add(load_conversation(REPO / "examples" / "sample_conversation.jsonl"))
-    engine = GravityEngine.from_builder(builder)
+def test_the_floor_can_be_set_and_embedders_without_one_are_not_gated(sample_kb: AnchorBuilder) -> None:
+    engine = GravityEngine.from_builder(sample_kb)
     question = "Where does Maya work now?"
     assert engine.relevance_floor is None and engine.query(question).anchors
     assert engine.query(question, config=QueryConfig(relevance_floor=0.99)).anchors == []

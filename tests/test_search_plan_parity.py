@@ -9,7 +9,6 @@ return the same turns in the same order.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,8 +28,6 @@ from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQu
 from gravity_core.build import AnchorBuilder  # noqa: E402
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy  # noqa: E402
 from gravity_core.embeddings import HashingEmbedder  # noqa: E402
-from gravity_core.extract.offline import OfflineExtractor  # noqa: E402
-from gravity_core.loaders import load_conversation  # noqa: E402
 from gravity_core.query.engine import GravityEngine  # noqa: E402
 from gravity_core.schema import Utterance  # noqa: E402
 from gravity_langchain import GravityEmbeddings, GravityRetriever  # noqa: E402
@@ -38,7 +35,6 @@ from gravity_llamaindex import GravityEmbedding, GravityFusionRetriever  # noqa:
 from gravity_llamaindex.messages import nodes_from_utterances  # noqa: E402
 from tests.spies import EmbedderSpy  # noqa: E402
 
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample_conversation.jsonl"
 QUESTION = "Where does Maya work now, and what happened with Biscuit?"
 EARLY = ContextPolicy(lead=1, every=2)  # expansions may take places from the second on
 
@@ -67,17 +63,14 @@ class _SpyLlamaIndexStore(SimpleVectorStore):
         return super().query(query, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def utterances() -> list[Utterance]:
-    return load_conversation(SAMPLE)
+@pytest.fixture
+def utterances(sample_utterances: list[Utterance]) -> list[Utterance]:
+    return sample_utterances
 
 
-@pytest.fixture(scope="module")
-def engine(utterances: list[Utterance]) -> GravityEngine:
-    embedder = HashingEmbedder()
-    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
-    builder.add(utterances)
-    return GravityEngine.from_builder(builder)  # with the expansion vectors the build stored
+@pytest.fixture
+def engine(sample_kb: AnchorBuilder) -> GravityEngine:
+    return GravityEngine.from_builder(sample_kb)  # with the expansion vectors the build stored
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ __all__ = [
     "SearchPlan",
     "arun_plan",
     "distinct_queries",
+    "merge_queries",
     "plan_searches",
     "run_plan",
 ]
@@ -94,16 +95,23 @@ class SearchPlan:
         return self.queries[1:]
 
 
+def merge_queries(*groups: Sequence[str]) -> list[str]:
+    """The strings of ``groups`` in order, without blanks and case-insensitive repeats."""
+    seen: set[str] = set()
+    merged: list[str] = []
+    for group in groups:
+        for text in group:
+            key = " ".join(text.split()).casefold()
+            if key and key not in seen:
+                seen.add(key)
+                merged.append(text)
+    return merged
+
+
 def distinct_queries(question: str, expansions: Sequence[str]) -> list[str]:
     """The expansions without blanks, without the question and without case-insensitive repeats."""
-    seen = {" ".join(question.split()).casefold()}
-    kept: list[str] = []
-    for text in expansions:
-        key = " ".join(text.split()).casefold()
-        if key and key not in seen:
-            seen.add(key)
-            kept.append(text)
-    return kept
+    merged = merge_queries([question], expansions)
+    return merged[1:] if question.strip() else merged
 
 
 def plan_searches(

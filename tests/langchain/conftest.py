@@ -18,8 +18,6 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from gravity_core.build import AnchorBuilder
 from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
-from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import Utterance
@@ -47,15 +45,13 @@ def embedder() -> HashingEmbedder:
 
 
 @pytest.fixture(scope="session")
-def utterances() -> list[Utterance]:
-    return load_conversation(SAMPLE)
+def utterances(sample_utterances: list[Utterance]) -> list[Utterance]:
+    return sample_utterances
 
 
 @pytest.fixture(scope="session")
-def built(embedder: HashingEmbedder, utterances: list[Utterance]) -> AnchorBuilder:
-    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
-    builder.add(utterances)
-    return builder
+def built(sample_kb: AnchorBuilder) -> AnchorBuilder:
+    return sample_kb
 
 
 @pytest.fixture

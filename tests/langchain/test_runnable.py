@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from operator import itemgetter
 from typing import Any
 
@@ -26,21 +25,7 @@ from gravity_langchain import (
     gravity_anchors_runnable,
     gravity_prompt,
 )
-
-
-def count_queries(engine: GravityEngine, monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[str]:
-    """Make ``engine.query`` record its questions (and optionally take ``delay`` seconds)."""
-    calls: list[str] = []
-    original = engine.query
-
-    def counted(question: str, **kwargs: Any) -> Any:
-        calls.append(question)
-        time.sleep(delay)
-        return original(question, **kwargs)
-
-    monkeypatch.setattr(engine, "query", counted)
-    return calls
-
+from tests.spies import count_queries
 
 # -- the anchors runnable ----------------------------------------------------------------------
 

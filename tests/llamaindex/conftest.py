@@ -18,8 +18,6 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import HashingEmbedder
-from gravity_core.extract.offline import OfflineExtractor
-from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.query.types import AnchorContext
@@ -66,15 +64,13 @@ def hashing() -> HashingEmbedder:
 
 
 @pytest.fixture(scope="session")
-def utterances() -> list[Utterance]:
-    return load_conversation(SAMPLE)
+def utterances(sample_utterances: list[Utterance]) -> list[Utterance]:
+    return sample_utterances
 
 
 @pytest.fixture(scope="session")
-def built(utterances: list[Utterance], hashing: HashingEmbedder) -> AnchorBuilder:
-    builder = AnchorBuilder(OfflineExtractor(hashing), hashing)
-    builder.add(utterances)
-    return builder
+def built(sample_kb: AnchorBuilder) -> AnchorBuilder:
+    return sample_kb
 
 
 @pytest.fixture(scope="session")

@@ -24,11 +24,9 @@ from typing import Any
 
 import pytest
 
-from gravity_core.build import AnchorBuilder
 from gravity_core.cli import main
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, ProviderError
-from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import ChromaAnchorIndex
@@ -40,6 +38,7 @@ from tests.conftest import free_port
 
 chromadb = pytest.importorskip("chromadb")
 
+pytestmark = pytest.mark.loopback  # Chroma servers, and ports nothing listens on, at 127.0.0.1
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_conversation.jsonl"
 FAST = ChromaRetry(attempts=3, initial_delay=0.05, max_delay=0.1)
 PATIENT = ChromaRetry(attempts=60, initial_delay=0.1, max_delay=0.25)  # ~15 s for a server to start
@@ -51,12 +50,8 @@ def hashing() -> HashingEmbedder:
 
 
 @pytest.fixture(scope="module")
-def kb_dir(tmp_path_factory: pytest.TempPathFactory, hashing: HashingEmbedder) -> Path:
-    folder = tmp_path_factory.mktemp("chroma-down") / "kb"
-    AnchorBuilder(OfflineExtractor(hashing), hashing, store=AnchorStore(folder)).add(
-        load_conversation(SAMPLE)
-    )
-    return folder
+def kb_dir(sample_kb_dir: Path) -> Path:
+    return sample_kb_dir  # read-only here: the tests check that its files do not change
 
 
 def digest_tree(folder: Path) -> dict[str, str]:

@@ -68,12 +68,8 @@ def hashing() -> HashingEmbedder:
 
 
 @pytest.fixture(scope="module")
-def kb_dir(tmp_path_factory: pytest.TempPathFactory, hashing: HashingEmbedder) -> Path:
-    folder = tmp_path_factory.mktemp("concurrent") / "kb"
-    AnchorBuilder(OfflineExtractor(hashing), hashing, store=AnchorStore(folder)).add(
-        load_conversation(SAMPLE)
-    )
-    return folder
+def kb_dir(sample_kb_dir: Path) -> Path:
+    return sample_kb_dir
 
 
 def sequential(engine: GravityEngine, work: Sequence[tuple[str, QueryConfig]]) -> list[AnchorContext]:
