@@ -161,6 +161,7 @@ def test_forget_reports_forget_against_rebuild_and_that_both_give_one_kb(workspa
     assert [r["target"] for r in result.ratios] == [forget_speed.FORGET_TARGET]
 
 
+@pytest.mark.loopback  # a Dask cluster on 127.0.0.1
 def test_many_users_reports_throughput_per_worker_count_and_one_kb_per_user(workspace: Workspace) -> None:
     result = many_users.run(workspace.settings, workspace)
     _check(result, sides={"pool-1", "pool-2", "dask-2"})
