@@ -26,8 +26,8 @@ from gravity_core.storage.anchor_vectors import anchor_texts
 from gravity_core.storage.generation_dirs import MARKER
 from gravity_core.storage.store import AnchorStore
 from gravity_core.testing import FakeChatModel
-from tests.test_cli_forget import error_line, run, run_ok
-from tests.test_forget import EMBEDDER, chat, fused_answer
+from tests.core.build.test_forget import EMBEDDER, chat, fused_answer
+from tests.core.cli.test_cli_forget import error_line, run, run_ok
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample_conversation.jsonl"
@@ -324,7 +324,7 @@ def test_after_show_and_forget_neither_the_kb_nor_its_chroma_folder_holds_a_byte
     """Byte search (raw, UTF-8/16/32, decompressed streams; vector rows as float32, normalised or
     float16, exact or within rounding) of the KB folder and of the embedded Chroma folder the
     queries synced, after ``gravity show`` and ``gravity forget``."""
-    from tests.test_chroma_forget import forgotten_between, leftovers, rows_of
+    from tests.core.query.test_chroma_forget import forgotten_between, leftovers, rows_of
 
     chroma = tmp_path / "chroma"
     question = "Where does Maya work?"

@@ -1,0 +1,73 @@
+"""`gravity eval` measures what the integrations ship: one question through the eval's host path,
+LangChain's GravityRetriever and LlamaIndex's GravityFusionRetriever (all with their defaults) gives
+the same turns in the same order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import TextNode
+
+from gravity_core.build import AnchorBuilder
+from gravity_core.context.policy import DEFAULT_POLICY
+from gravity_core.embeddings import default_embedder
+from gravity_core.eval.hosts import VectorHost, render_turn
+from gravity_core.eval.runner import policy_ranking
+from gravity_core.extract.offline import OfflineExtractor
+from gravity_core.loaders import load_conversation
+from gravity_core.query.engine import GravityEngine
+from gravity_core.schema import Utterance
+from gravity_core.text.tokens import TokenCounter
+from gravity_langchain import GravityEmbeddings, GravityRetriever
+from gravity_llamaindex import GravityEmbedding, GravityFusionRetriever
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_conversation.jsonl"
+QUESTIONS = ["When did Maya start night shifts?", "What happened with Biscuit the dog?"]
+# Past the shipped policy's lead, so the expansions' places are part of what is compared.
+K = DEFAULT_POLICY.lead + 8
+
+
+@pytest.fixture(scope="module")
+def setup() -> tuple[list[Utterance], GravityEngine]:
+    utterances = load_conversation(SAMPLE)
+    embedder = default_embedder()
+    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
+    builder.add(utterances)
+    return utterances, GravityEngine.from_builder(builder)
+
+
+def eval_ids(utterances: list[Utterance], engine: GravityEngine, question: str) -> list[str]:
+    host = VectorHost(utterances, engine.embedder, counter=TokenCounter())
+    expansions = engine.query(question).expansions
+    queries = [question, *expansions]
+    rankings = dict(zip(queries, host.search(queries), strict=True))
+    return [p.id for p in policy_ranking(DEFAULT_POLICY, question, expansions, rankings)][:K]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_langchain_retriever_returns_the_evals_ranking(
+    setup: tuple[list[Utterance], GravityEngine], question: str
+) -> None:
+    utterances, engine = setup
+    store = InMemoryVectorStore(GravityEmbeddings(engine.embedder))
+    store.add_documents([Document(page_content=render_turn(u), id=u.id) for u in utterances])
+    docs = GravityRetriever(engine=engine, vector_store=store, k=K).invoke(question)
+    expected = eval_ids(utterances, engine, question)
+    assert [d.id for d in docs] == expected
+    assert engine.query(question).expansions, "the question must have expansions to compare"
+    assert any(d.metadata["gravity_slot"] == "expansion" for d in docs)
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_llamaindex_fusion_retriever_returns_the_evals_ranking(
+    setup: tuple[list[Utterance], GravityEngine], question: str
+) -> None:
+    utterances, engine = setup
+    nodes = [TextNode(id_=u.id, text=render_turn(u)) for u in utterances]
+    index = VectorStoreIndex(nodes, embed_model=GravityEmbedding(engine.embedder))
+    retriever = GravityFusionRetriever.from_index(index, engine, similarity_top_k=K)
+    assert [n.node.node_id for n in retriever.retrieve(question)] == eval_ids(utterances, engine, question)
