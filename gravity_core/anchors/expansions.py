@@ -140,8 +140,10 @@ def expansion_key(text: str) -> str:
 
 
 def expansion_texts(anchor: EntityAnchor | EventAnchor | TopicAnchor) -> Iterator[str]:
-    """All of an anchor's expanded queries, best first, before clipping and de-duplication
-    (:func:`distinct_queries`)."""
+    """All of an anchor's expanded queries, best first.
+
+    They come before clipping and de-duplication (:func:`distinct_queries`).
+    """
     if isinstance(anchor, EntityAnchor):
         return _entity_texts(anchor)
     if isinstance(anchor, EventAnchor):

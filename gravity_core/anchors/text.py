@@ -14,7 +14,10 @@ _MAX_ITEMS = 12
 
 
 def entity_text(entity: EntityAnchor) -> str:
-    """E.g. ``Caroline (person). occupation: counselor; likes: painting. sister: Lena.``"""
+    """The entity's rendering: name and type, a few aliases, then its best attributes and relations.
+
+    E.g. ``Caroline (person). occupation: counselor; likes: painting. sister: Lena.``
+    """
     parts = [f"{entity.name} ({entity.type.value})"]
     if entity.aliases:
         parts.append("also " + ", ".join(entity.aliases[:3]))
@@ -28,7 +31,10 @@ def entity_text(entity: EntityAnchor) -> str:
 
 
 def event_text(event: EventAnchor) -> str:
-    """E.g. ``Caroline: went to a support group (7 May 2023) at Denver; outcome: felt accepted.``"""
+    """The event's rendering: who and what, then when, where and the outcome when known.
+
+    E.g. ``Caroline: went to a support group (7 May 2023) at Denver; outcome: felt accepted.``
+    """
     text = f"{', '.join(event.who)}: {event.what}"
     if event.when is not None:
         text += f" ({event.when.label()})"

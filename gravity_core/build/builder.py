@@ -219,8 +219,11 @@ class AnchorBuilder:
         batch_size: int | None = None,
         donor: AnchorVectors | None = None,
     ) -> BuildReport:
-        """Build ``utterances`` in; with a ``donor`` (a forget's rebuild) nothing is saved and vectors
-        are taken from the donor where their text is unchanged."""
+        """Build ``utterances`` into the KB.
+
+        With a ``donor`` (a forget's rebuild) nothing is saved and vectors are taken from the donor
+        where their text is unchanged.
+        """
         report = BuildReport()
         fresh = self._fresh(utterances, report)
         batch_size = batch_size or self.batch_size
@@ -350,8 +353,10 @@ class AnchorBuilder:
         return report
 
     def _own_cache_folders(self, caches: list[RecordedFiles]) -> tuple[set[Path], list[Path]]:
-        """The cache folders a forget prunes (the store's ``cache/`` and those inside it), and the
-        extractor's cache folders outside the KB folder, which it leaves as they are.
+        """The cache folders a forget prunes, and the extractor's cache folders it leaves as they are.
+
+        The first are the store's ``cache/`` and those inside it; the second, the extractor's cache
+        folders outside the KB folder.
 
         Raises:
             AnchorStoreError: a cache folder inside the KB folder is reached through a symbolic link

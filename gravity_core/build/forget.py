@@ -43,8 +43,9 @@ class NothingNamedHeld(ConfigurationError):
 
 @dataclass(frozen=True)
 class ForgetRequest:
-    """What to forget: the union of every utterance named, every session, every speaker, and
-    everything said before a moment.
+    """What to forget: named utterances, sessions and speakers, and everything said before a moment.
+
+    A request forgets the union of them all.
 
     Attributes:
         utterances: utterance ids.
@@ -83,9 +84,11 @@ class ForgetRequest:
         return [u for ids in self.selected(kb).values() for u in ids]
 
     def selected(self, kb: KnowledgeBase) -> dict[str, list[str]]:
-        """The ids of the utterances the request names, in conversation order, under the first
-        thing that named each: ``"utterance 'u3'"``, ``"session 's2'"``, ``"speaker 'Grosse'"``,
-        ``"before 2024-03-01"`` (what a forget prints before it removes anything).
+        """The ids of the utterances the request names, in conversation order, under what named them.
+
+        Each id is listed under the first thing that named it: ``"utterance 'u3'"``,
+        ``"session 's2'"``, ``"speaker 'Grosse'"``, ``"before 2024-03-01"`` (what a forget prints
+        before it removes anything).
 
         Raises:
             NothingNamedHeld: see :meth:`select`.
@@ -131,8 +134,11 @@ class ForgetRequest:
 
 
 def _speaker_names(kb: KnowledgeBase) -> dict[str, str]:
-    """Each name a speaker is known by in the KB (as stored, and the aliases it recorded for the
-    speaker's entity) -> the speaker as stored. Exact strings: no case or Unicode folding."""
+    """Each name a speaker is known by in the KB -> the speaker as stored.
+
+    The names are the speaker as stored and the aliases the KB recorded for the speaker's entity.
+    Exact strings: no case or Unicode folding.
+    """
     names = {u.speaker: u.speaker for u in kb.utterances.values()}  # in order of appearance
     stored = set(names)
     for entity in kb.entities.values():

@@ -61,6 +61,9 @@ def apply_update(
     """Merge ``update`` (extracted from ``batch``) into ``kb`` and record the batch's utterances.
 
     Args:
+        kb: the KB to merge into (changed in place).
+        update: the observations an extractor returned for ``batch``.
+        batch: the utterances ``update`` was extracted from; each is recorded in ``kb``.
         index: the builder's lookups, made from ``kb`` and given to every merge since (kept up to
             date here); ``None``: made now from ``kb``.
         changes: where to note every utterance, entity, event, topic and summary added or changed.

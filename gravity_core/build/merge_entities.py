@@ -61,9 +61,11 @@ class _EntityMerger:
     def entity_for(
         self, name: str, etype: EntityType, sources: list[str], *, declared: bool = False
     ) -> EntityAnchor:
-        """The entity named ``name``, made if new. A known entity's type changes only from 'other', or
-        when ``declared`` by a relation to a person or pet ("my dog Biscuit" after "Biscuit" alone was
-        taken for a place)."""
+        """The entity named ``name``, made if new.
+
+        A known entity's type changes only from 'other', or when ``declared`` by a relation to a
+        person or pet ("my dog Biscuit" after "Biscuit" alone was taken for a place).
+        """
         found = self.index.find(name)
         if found is not None:
             entity = self.kb.entities[found]

@@ -30,6 +30,8 @@ from gravity_core.storage.store import AnchorStore
 
 
 class ExtractorKind(StrEnum):
+    """The extractor ``--extractor`` names: the offline pipeline (no model) or a chat model."""
+
     OFFLINE = "offline"
     LLM = "llm"
 
@@ -193,8 +195,10 @@ def build(
 
 @contextmanager
 def _progress_bar(console: Console, unit: str = "utterances") -> Iterator[Callable[[str], ProgressCallback]]:
-    """``show(label)`` adds a task to one progress bar (counting ``unit``) and returns the callback
-    that advances it, ``(done, total)``."""
+    """One progress bar: ``show(label)`` adds a task to it and returns the callback that advances it.
+
+    The bar counts ``unit``; the callback takes ``(done, total)``.
+    """
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -36,8 +36,10 @@ __all__ = ["build_users_cmd"]
 
 @contextmanager
 def _executor(workers: int | None, scheduler: str | None) -> Iterator[tuple[Executor, int]]:
-    """A process pool of ``workers`` (spawned: no model state is forked), or a Dask client's
-    executor; with the number of workers."""
+    """A process pool of ``workers``, or a Dask client's executor, with the number of workers.
+
+    The pool's processes are spawned: no model state is forked.
+    """
     if scheduler is None:
         count = workers or os.cpu_count() or 1
         with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn")) as pool:

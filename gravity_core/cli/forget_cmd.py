@@ -91,8 +91,11 @@ def _embedder(spec: str | None, built: BuildInfo) -> Embedder:
 
 @contextmanager
 def _progress_once_started(console: Console, label: str) -> Iterator[ProgressCallback]:
-    """A progress callback whose bar appears at the rebuild's first report, so that a request the
-    builder refuses (an unknown session, another extractor) prints its error line alone."""
+    """A progress callback whose bar appears at the rebuild's first report.
+
+    A request the builder refuses (an unknown session, another extractor) thus prints its error
+    line alone.
+    """
     with ExitStack() as stack:
         update: ProgressCallback | None = None
 

@@ -1,5 +1,6 @@
-"""The context policy: how expanded queries' hits join the question's own, and how one token
-budget is shared between GRAVITY's anchor blocks and the host's memories.
+"""The context policy: how expansions' hits join the question's, and how a token budget is shared.
+
+The budget is shared between GRAVITY's anchor blocks and the host's memories.
 
 Every path that turns a question into context uses it: the LangChain retriever and chain, the
 LlamaIndex fusion retriever and postprocessor, the SGMem retrievers and ``gravity eval``, so the
@@ -59,6 +60,7 @@ class QueryHit:
     rank: int
 
     def as_dict(self) -> dict[str, object]:
+        """The hit's fields as a plain dict, as a document's ``gravity_found_by`` metadata lists it."""
         return {"query": self.query, "index": self.index, "text": self.text, "rank": self.rank}
 
 
@@ -194,11 +196,18 @@ class ContextPolicy:
         (with ``every`` 0, none).
 
         Args:
+            question: the question's text (recorded in ``found_by``).
+            question_hits: the question's own results, best first.
+            expansions: the expanded queries' texts, in the engine's order.
             search: expansion ``n``'s results (``n`` from 0), best first.
-            (the others as :meth:`merge`.)
+            key: what makes two results the same document.
+            top_n: how many to return (all when ``None``).
 
         Returns:
             The merged hits, and how many expansions were searched.
+
+        Raises:
+            ConfigurationError: ``top_n`` is below 1.
         """
         if top_n is not None and top_n < 1:
             raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
@@ -264,8 +273,10 @@ class ContextPolicy:
     # -- budget -------------------------------------------------------------------------------
 
     def anchor_tokens(self, total_budget: int, cap: int | None = None) -> int:
-        """The anchors' part of ``total_budget`` tokens (the host's memories get the rest), at most
-        ``cap`` (the query settings' own ``token_budget``, when they have one)."""
+        """The anchors' part of ``total_budget`` tokens, at most ``cap``; the host's memories get the rest.
+
+        ``cap`` is the query settings' own ``token_budget``, when they have one.
+        """
         if total_budget < 1:
             raise ConfigurationError(f"a token budget must be at least 1, got {total_budget}")
         share = int(self.anchor_share * (total_budget - self.host_reserve))

@@ -1,5 +1,7 @@
-"""The base of the adapters that make a framework's embedding model a GRAVITY embedder, and the one
-rule for when a host's embedding model and the engine's embedder are the same model."""
+"""The base of the adapters that make a framework's embedding model a GRAVITY embedder.
+
+Also the one rule for when a host's embedding model and the engine's embedder are the same model.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ _PROBE_TEXT = "dimension probe"
 
 
 class FrameworkEmbedder(ABC):
-    """A framework's embedding model (LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding``) as a
-    GRAVITY :class:`~gravity_core.embeddings.base.Embedder`.
+    """A framework's embedding model as a GRAVITY :class:`~gravity_core.embeddings.base.Embedder`.
+
+    The model is a LangChain ``Embeddings`` or a LlamaIndex ``BaseEmbedding``.
 
     A subclass says how to embed a batch of texts (:meth:`_rows`, where it also turns the provider's
     faults into :class:`~gravity_core.errors.ProviderError`); this class checks what comes back and
@@ -95,8 +98,10 @@ class FrameworkEmbedder(ABC):
 
 
 def shares_vectors(engine: Embedder, *, wrapped: Embedder | None = None, model: object | None = None) -> bool:
-    """Whether a host's embedding model gives the vectors the engine's embedder gives, so that the
-    question is embedded once and the build's stored expansion vectors can be searched with.
+    """Whether a host's embedding model gives the vectors the engine's embedder gives.
+
+    When it does, the question is embedded once and the build's stored expansion vectors can be
+    searched with.
 
     Args:
         engine: the engine's embedder (the KB's).

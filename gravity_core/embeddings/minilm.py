@@ -372,9 +372,11 @@ _MAX_PADDING = 64
 
 
 def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Consecutive runs of ``order`` (ascending length) of at most ``batch_size`` texts,
-    :data:`_MAX_BATCH_TOKENS` padded tokens and :data:`_MAX_PADDING` pad tokens (a single text may
-    exceed the first)."""
+    """The batches to embed: consecutive runs of ``order`` (ascending length).
+
+    A run holds at most ``batch_size`` texts, :data:`_MAX_BATCH_TOKENS` padded tokens and
+    :data:`_MAX_PADDING` pad tokens (a single text may exceed :data:`_MAX_BATCH_TOKENS`).
+    """
     batches: list[np.ndarray] = []
     start = 0
     tokens = 0  # real tokens of order[start:end]

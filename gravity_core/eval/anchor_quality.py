@@ -70,13 +70,16 @@ class KindScore:
 
     @property
     def precision(self) -> float:
+        """Share of the predicted items that match a gold one (1.0 when nothing was predicted)."""
         return self.matched_predicted / self.predicted if self.predicted else 1.0
 
     @property
     def recall(self) -> float:
+        """Share of the gold items a predicted one matches (1.0 when the gold set has none)."""
         return self.matched_gold / self.gold if self.gold else 1.0
 
     def line(self, kind: str) -> str:
+        """The report's line for ``kind``: precision and recall, each with its counts."""
         return (
             f"{kind:<16} precision {self.precision:.2f} ({self.matched_predicted}/{self.predicted})"
             f"  recall {self.recall:.2f} ({self.matched_gold}/{self.gold})"
@@ -100,6 +103,7 @@ class QualityReport:
         return self.dated_right / self.dated_events if self.dated_events else 1.0
 
     def text(self) -> str:
+        """The report as text: one line per anchor kind, then the share of event dates right."""
         return "\n".join(
             [
                 self.entity_types.line("entity types"),
@@ -124,6 +128,11 @@ class GoldSet:
 
     @classmethod
     def load(cls, path: str | Path) -> GoldSet:
+        """The gold set in the JSON file at ``path``.
+
+        Raises:
+            InputDataError: the file cannot be read, or is not a gold anchor file.
+        """
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
             return cls(
@@ -223,8 +232,11 @@ def score_anchors(kb: KnowledgeBase, gold: GoldSet) -> QualityReport:
 
 
 def fragment_values(nlp: Any, values: Iterable[str]) -> list[str]:
-    """The attribute values that are not a phrase: a finite verb in more than one word, a subject of
-    their own, or a last word that needs more ("focusing more on my well-being rather than")."""
+    """The attribute values that are not a phrase.
+
+    Such a value has a finite verb in more than one word, a subject of its own, or a last word that
+    needs more ("focusing more on my well-being rather than").
+    """
     out: list[str] = []
     for value in values:
         doc = nlp(value)

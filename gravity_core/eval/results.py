@@ -231,7 +231,9 @@ def check_goal(
     temporal: str = "temporal",
     required_temporal_gain: float = 0.20,
 ) -> GoalCheck | None:
-    """The issue's goal: host + GRAVITY at ``budget`` covers as many answers as the host alone at
+    """The check of the issue's goal for host + GRAVITY at ``budget``.
+
+    The goal: host + GRAVITY at ``budget`` covers as many answers as the host alone at
     ``reference_budget``, and temporal ones ``required_temporal_gain`` better than the host alone at
     ``budget``.
 

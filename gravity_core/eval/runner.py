@@ -78,8 +78,11 @@ def vector_host_factory(
 def policy_ranking(
     policy: ContextPolicy, question: str, expansions: Sequence[str], rankings: dict[str, list[Passage]]
 ) -> list[Passage]:
-    """The host's passages for a question as the integrations return them: the question's ranking
-    merged with its expansions' by ``policy`` (``rankings`` holds each query's host ranking)."""
+    """The host's passages for a question as the integrations return them.
+
+    That is the question's ranking merged with its expansions' by ``policy`` (``rankings`` holds
+    each query's host ranking).
+    """
     merged = policy.merge(
         question, rankings[question], expansions, [rankings[e] for e in expansions], key=lambda p: p.id
     )
@@ -177,8 +180,11 @@ class _SampleRun:
         own: list[Passage],
         budget: int,
     ) -> ContextWindow:
-        """``ranking``: the policy's merge of the question's and its expansions' hits; ``own``: the
-        question's hits alone."""
+        """The context window of ``question`` under ``setting``, within ``budget`` tokens.
+
+        ``ranking``: the policy's merge of the question's and its expansions' hits; ``own``: the
+        question's hits alone.
+        """
         if setting in (HOST_ALONE, EXPANSIONS_ALONE):
             return ContextWindow.assemble(ranking, budget)
         if setting == ANCHORS_ALONE and context is not None:

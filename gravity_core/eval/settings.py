@@ -102,8 +102,10 @@ class EvalConfig:
 
 
 def preset_of(setting: str) -> QueryConfig:
-    """The query settings of a GRAVITY setting (the expansions-alone and anchors-alone ones run the
-    full method)."""
+    """The query settings of a GRAVITY setting.
+
+    The expansions-alone and anchors-alone settings run the full method.
+    """
     return FULL if setting in (EXPANSIONS_ALONE, ANCHORS_ALONE) else PRESETS[setting]
 
 

@@ -30,9 +30,9 @@ _CSP_SLOT = "GRAVITY:CSP"
 
 
 def embed_json(data: Any) -> str:
-    """``data`` as JSON safe to place inside a ``<script type="application/json">`` element.
+    r"""``data`` as JSON safe to place inside a ``<script type="application/json">`` element.
 
-    ``<``, ``>`` and ``&`` are written as ``\\u`` escapes, so no text in the data can close the
+    ``<``, ``>`` and ``&`` are written as ``\u`` escapes, so no text in the data can close the
     element or open a comment; ``JSON.parse`` reads the escapes back as the original characters.
     """
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))

@@ -1,5 +1,7 @@
-"""Extractors: observations of entities, events and topics from utterances, by the offline pipeline
-(spaCy, no model) or by a chat model."""
+"""Extractors: observations of entities, events and topics from utterances.
+
+The offline pipeline (spaCy, no model) or a chat model extracts them.
+"""
 
 from gravity_core.extract.base import Extractor
 from gravity_core.extract.choice import make_extractor

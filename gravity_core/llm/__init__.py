@@ -1,5 +1,7 @@
-"""The model side of extraction: the chat-model protocol, JSON calls with re-ask, a response cache,
-retries of provider faults and a cap on requests in flight."""
+"""The model side of extraction: the chat-model protocol and what GRAVITY adds around it.
+
+JSON calls with re-ask, a response cache, retries of provider faults and a cap on requests in flight.
+"""
 
 from gravity_core.llm.base import ChatModel, Message
 from gravity_core.llm.cache import CachedModel, ResponseCache, cache_key

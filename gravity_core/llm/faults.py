@@ -56,8 +56,11 @@ def status_code(exc: BaseException) -> int | None:
 
 
 def is_provider_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` means the provider failed (rate limit, timeout, connection, 5xx): worth a retry,
-    and reported as a :class:`~gravity_core.errors.ProviderError`, never as a bug."""
+    """Whether ``exc`` means the provider failed (rate limit, timeout, connection, 5xx).
+
+    Such a fault is worth a retry, and reported as a :class:`~gravity_core.errors.ProviderError`,
+    never as a bug.
+    """
     status = status_code(exc)
     if status is not None:
         return status in RETRYABLE_STATUS_CODES or status >= 500
@@ -68,8 +71,10 @@ def is_provider_fault(exc: BaseException) -> bool:
 
 @contextmanager
 def provider_faults_as_errors(provider: str) -> Iterator[None]:
-    """Re-raise a provider fault inside the block as a :class:`ProviderError` naming ``provider``;
-    GRAVITY's own errors and every other exception pass unchanged."""
+    """Re-raise a provider fault inside the block as a :class:`ProviderError` naming ``provider``.
+
+    GRAVITY's own errors and every other exception pass unchanged.
+    """
     try:
         yield
     except GravityError:

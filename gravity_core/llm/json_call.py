@@ -104,11 +104,11 @@ def _describe_validation_error(exc: ValidationError) -> str:
 
 
 def parse_json_answer(text: str, response_model: type[T]) -> T:
-    """Parse a model's answer into ``response_model``.
+    r"""Parse a model's answer into ``response_model``.
 
     Every JSON object found in the text is tried, in order; the first that validates wins. Its
     strings are cleaned first (:func:`~gravity_core.llm.text.clean_value`): a JSON escape such as
-    ``"\\ud800"`` decodes to a lone surrogate, which could never be stored or hashed.
+    ``"\ud800"`` decodes to a lone surrogate, which could never be stored or hashed.
 
     Raises:
         ValueError: no object validates; the message explains the problem in words meant for

@@ -1,7 +1,7 @@
-"""Model answers as clean text, before anything is stored, cached or hashed.
+r"""Model answers as clean text, before anything is stored, cached or hashed.
 
 A model can answer with characters that cannot be written as UTF-8 (lone surrogates such as
-``"Maya\\ud800"``, either in the text or as a JSON escape that decodes to one) or with control
+``"Maya\ud800"``, either in the text or as a JSON escape that decodes to one) or with control
 characters; stored in a KB, such a string breaks every later run (the response-cache key and the
 anchor digests encode text as UTF-8). A model can also answer ``None`` or ``bytes`` instead of
 text. :func:`answer_text` turns any answer into a clean ``str`` and :func:`clean_value` cleans the
@@ -27,8 +27,10 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD and control characters other than ``\\n``
-    and ``\\t`` removed (``\\r\\n`` and ``\\r`` become ``\\n``); a clean text is returned as it is.
+    r"""``text`` with lone surrogates replaced by U+FFFD and control characters removed.
+
+    Control characters other than ``\n`` and ``\t`` are removed (``\r\n`` and ``\r`` become ``\n``);
+    a clean text is returned as it is.
 
     A surrogate pair spelled as two code points is joined into the character it encodes.
     """

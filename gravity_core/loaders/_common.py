@@ -100,9 +100,9 @@ class Where:
         return InputDataError(message, path=self.path, record=_cut(self.record), field=_cut(field))
 
     def text(self, value: str, field: str) -> str:
-        """``value`` if it is valid Unicode text, else an error naming the field.
+        r"""``value`` if it is valid Unicode text, else an error naming the field.
 
-        JSON can spell a lone UTF-16 surrogate (``"\\ud800"``), which Python keeps in a ``str`` but
+        JSON can spell a lone UTF-16 surrogate (``"\ud800"``), which Python keeps in a ``str`` but
         no UTF-8 file can hold: such a string would fail much later, when the KB is written.
         """
         try:
@@ -277,8 +277,11 @@ def _loads(shown: str, text: str, line: int | None = None) -> Any:
 
 
 def _lines(text: str) -> list[str]:
-    """The file's lines. Only ``\\n`` ends a JSON Lines record: ``str.splitlines`` would also split
-    at U+2028, U+0085 and others, which JSON strings may hold unescaped."""
+    r"""The file's lines, split only at ``\n``.
+
+    Only ``\n`` ends a JSON Lines record: ``str.splitlines`` would also split at U+2028, U+0085 and
+    others, which JSON strings may hold unescaped.
+    """
     return text.split("\n")
 
 

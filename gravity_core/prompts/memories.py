@@ -1,4 +1,4 @@
-"""The host's retrieved documents as prompt text that cannot change the prompt's structure.
+r"""The host's retrieved documents as prompt text that cannot change the prompt's structure.
 
 One function escapes a document for every integration (LangChain's ``format_documents``, LlamaIndex's
 postprocessor and QA template), the way :mod:`gravity_core.query.blocks` escapes conversation text
@@ -14,7 +14,7 @@ inside the anchors:
   first character becomes a decimal character reference: ``  # Event Records`` becomes
   ``  &#35; Event Records``. So no line, indented or not, reads as a header, list item, rule,
   fence, table or tag: in Markdown the whole document is one paragraph of one list item;
-- every kind of line break ``str.splitlines`` knows (``\\r\\n``, U+2028, ``\\x85``, ``\\x0b``...) ends a
+- every kind of line break ``str.splitlines`` knows (``\r\n``, U+2028, ``\x85``, ``\x0b``...) ends a
   line; blank lines are dropped, and so is blank space around the whole document.
   ``html.unescape`` of a line, without its ``- `` or two-space prefix, gives the document's line
   back.

@@ -85,9 +85,12 @@ class KBSource(Protocol):
         ...
 
     def fallback(self) -> Reading | None:
-        """What to serve after a failed read: ``None`` keeps the snapshot served (it is still the
-        source's KB, only its new version cannot be read yet); a reading (an empty KB) when the KB
-        served is no longer the source's, so it must not be served any more."""
+        """What to serve after a failed read: ``None`` (the snapshot served) or an empty KB.
+
+        ``None`` keeps the snapshot served (it is still the source's KB, only its new version cannot
+        be read yet); a reading (an empty KB) when the KB served is no longer the source's, so it must
+        not be served any more.
+        """
         ...
 
 
@@ -146,8 +149,11 @@ def _folder_stat(path: Path) -> tuple[int, int] | None:
 
 
 class _Mark(NamedTuple):
-    """What a :class:`StoreSource` read: the manifest's stamp and version, the folder, the generation,
-    and the embedder and dimension of its vectors."""
+    """What a :class:`StoreSource` read.
+
+    The manifest's stamp and version, the folder, the generation, and the embedder and dimension of
+    its vectors.
+    """
 
     stamp: object
     version: object
@@ -199,12 +205,15 @@ class StoreSource:
         return f"StoreSource({str(self.store.directory)!r})"
 
     def changed(self) -> bool:
+        """Whether the manifest's stamp moved since the KB last accepted (one ``stat``)."""
         return self.store.stamp() != self._stamp
 
     def probe(self) -> Hashable:
+        """The manifest's stamp and the folder's inode and modification time."""
         return self.store.stamp(), _folder_stat(self.store.directory)
 
     def read(self) -> Reading | None:
+        """The folder's current generation (an empty KB when it holds none), or ``None`` if unchanged."""
         stamp = self.store.stamp()
         self._seen = None
         folder = _Folder.open(self.store.directory)
@@ -231,10 +240,12 @@ class StoreSource:
         return loaded, _Mark(_UNSEEN, (loaded.generation, ""), folder, loaded.generation, shape)
 
     def accept(self, mark: object) -> None:
+        """Note the stamp, version, folder, generation and vectors' shape of the KB served now."""
         assert isinstance(mark, _Mark)
         self._stamp, self._version, self._folder, self._generation, self._shape = mark
 
     def fallback(self) -> Reading | None:
+        """An empty KB when the folder was replaced or its generations went back, else ``None``."""
         seen = self._seen
         if seen is None or self._version is None:
             return None  # the folder could not be looked at, or nothing is served already
@@ -312,13 +323,16 @@ class BuilderSource:
         return (self.builder.kb, vectors, *(vectors.kinds.get(kind) for kind in ANCHOR_KINDS))
 
     def changed(self) -> bool:
+        """Whether the builder's KB or vectors objects are others than those last accepted (by identity)."""
         mark = self._mark()
         return len(mark) != len(self._seen) or any(a is not b for a, b in zip(mark, self._seen, strict=True))
 
     def probe(self) -> Hashable:
+        """The identities of the builder's KB and vectors objects."""
         return tuple(id(part) for part in self._mark())
 
     def read(self) -> Reading | None:
+        """A copy of the builder's KB with its vectors, or ``None`` when they are those last accepted."""
         mark = self._mark()
         if len(mark) == len(self._seen) and all(a is b for a, b in zip(mark, self._seen, strict=True)):
             return None
@@ -329,11 +343,13 @@ class BuilderSource:
         return LoadedKB(kb=self.builder.kb.model_copy(deep=True), vectors=copied, generation=None), mark
 
     def accept(self, mark: object) -> None:
+        """Note the builder's objects the KB served now was read from."""
         assert isinstance(mark, tuple)
         self._seen = mark
 
     def fallback(self) -> Reading | None:
-        return None  # the builder's KB is always the builder's
+        """``None``: the snapshot served stays, the builder's KB being always the builder's."""
+        return None
 
 
 class KBView(Protocol):
@@ -366,16 +382,20 @@ class FixedKB:
 
     @property
     def snapshot(self) -> KBSnapshot:
+        """The one snapshot this view serves."""
         return self._snapshot
 
     @property
     def follows(self) -> bool:
+        """``False``: the snapshot follows no source."""
         return False
 
     def current(self) -> KBSnapshot:
+        """The one snapshot, with nothing to check."""
         return self._snapshot
 
     def refresh(self) -> bool:
+        """``False``: there is no source to check, so never a new snapshot."""
         return False
 
 
@@ -413,10 +433,12 @@ class LiveKB:
 
     @property
     def snapshot(self) -> KBSnapshot:
+        """The snapshot served now, without checking the source."""
         return self._snapshot
 
     @property
     def follows(self) -> bool:
+        """``True``: the snapshot follows its source."""
         return True
 
     @property

@@ -45,8 +45,11 @@ def batch_key(kb: KnowledgeBase, extractor: str, batch: Sequence[Utterance]) -> 
 
 
 def next_lineage(lineage: str | None, batch: Sequence[Utterance], outcome: AnchorUpdate | FailedBatch) -> str:
-    """The lineage after ``outcome`` of ``batch`` was merged (or recorded as failed) into a KB of
-    ``lineage`` (from :func:`lineage_of`, taken before); ``""`` (still unknown) if that was unknown."""
+    """The lineage after ``outcome`` of ``batch`` was merged (or recorded as failed) into a KB.
+
+    ``lineage`` is the KB's before (from :func:`lineage_of`); the result is ``""`` (still unknown)
+    if that was unknown.
+    """
     if lineage is None:
         return ""
     hasher = hashlib.sha256(lineage.encode())

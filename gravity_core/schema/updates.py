@@ -25,6 +25,8 @@ _OBS = ConfigDict(extra="forbid", frozen=True)
 
 
 class AttributeObservation(BaseModel):
+    """An attribute value seen of an entity; an ``exclusive`` one holds one value at a time."""
+
     model_config = _OBS
 
     name: str
@@ -35,6 +37,8 @@ class AttributeObservation(BaseModel):
 
 
 class RelationObservation(BaseModel):
+    """A relation seen from an entity to ``object``, dated when the utterance says when."""
+
     model_config = _OBS
 
     relation: str
@@ -46,6 +50,8 @@ class RelationObservation(BaseModel):
 
 
 class EntityObservation(BaseModel):
+    """An entity seen in the batch, with the attributes and relations said of it."""
+
     model_config = _OBS
 
     name: str
@@ -58,6 +64,8 @@ class EntityObservation(BaseModel):
 
 
 class EventObservation(BaseModel):
+    """An event seen in the batch: who did what, with when, where and the outcome when said."""
+
     model_config = _OBS
 
     who: list[str]

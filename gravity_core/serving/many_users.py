@@ -48,8 +48,10 @@ UsersProgress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class UserConversation:
-    """One user's conversation, loaded by the worker that builds it: the utterances, a conversation
-    file (:func:`~gravity_core.loaders.load_conversation`), or utterance records to check (as
+    """One user's conversation, loaded by the worker that builds it.
+
+    It is given as the utterances, a conversation file
+    (:func:`~gravity_core.loaders.load_conversation`), or utterance records to check (as
     ``gravity build`` reads them; ``origin`` names them in errors).
 
     ``problem`` marks an input that names no usable conversation (it is reported, not built).
@@ -118,9 +120,11 @@ class ManyUsersSettings:
         batch_size: int = DEFAULT_BATCH_SIZE,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> ManyUsersSettings:
-        """The settings ``gravity build-users`` uses for ``users`` users on ``workers`` workers:
-        chunks no larger than the users per worker, and, for ``local`` workers sharing this
-        machine, its cores divided among them."""
+        """The settings ``gravity build-users`` uses for ``users`` users on ``workers`` workers.
+
+        Chunks are no larger than the users per worker, and ``local`` workers, sharing this machine,
+        divide its cores among them.
+        """
         workers = max(workers, 1)
         return cls(
             embedder=embedder,

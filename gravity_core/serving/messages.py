@@ -110,8 +110,11 @@ class NeutralMessage:
         object.__setattr__(self, "role", normalize_role(self.role))
 
     def fields(self, keys: Sequence[str]) -> list[tuple[str, object]]:
-        """Every ``(field label, value)`` of ``keys`` set (not ``None``) in the metadata, in reading
-        order (mapping by mapping, keys in order); a label reads e.g. ``additional_kwargs["time"]``."""
+        """Every ``(field label, value)`` of ``keys`` set (not ``None``) in the metadata.
+
+        They come in reading order (mapping by mapping, keys in order); a label reads e.g.
+        ``additional_kwargs["time"]``.
+        """
         return [
             (f'{source}["{key}"]', mapping[key])
             for source, mapping in self.metadata
@@ -348,8 +351,11 @@ def _open_builder(
     chat_model: ChatModel | None,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> AnchorBuilder:
-    """The builder over ``kb_dir`` (the KB in it, if any; ``None``: in memory) with the embedder and
-    extractor the arguments name, the defaults of :func:`build_kb_from_utterances` otherwise."""
+    """The builder over ``kb_dir`` with the embedder and extractor the arguments name.
+
+    It holds the KB in ``kb_dir``, if any (``None``: in memory); what the arguments leave out takes
+    the defaults of :func:`build_kb_from_utterances`.
+    """
     if extractor is not None and chat_model is not None:
         raise ConfigurationError("pass extractor= or a chat model (llm=), not both")
     if embedder is None:
@@ -371,8 +377,10 @@ _ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def forgetting_time(default_time: datetime | date | None) -> datetime | date:
-    """The ``default_time`` to read messages with when they are only forgotten: the one given, else a
-    placeholder, so forgetting does not demand the time the build was given."""
+    """The ``default_time`` to read messages with when they are only forgotten.
+
+    The one given, else a placeholder, so forgetting does not demand the time the build was given.
+    """
     return default_time if default_time is not None else _ANY_TIME
 
 
@@ -464,8 +472,10 @@ def forget_utterances(
 
 
 def _check_stored(utterances: Sequence[Utterance], stored: Mapping[str, Utterance]) -> None:
-    """Refuse an utterance whose id the KB holds for another turn (ids unknown to it are refused
-    by the forget request, listing what it holds)."""
+    """Refuse an utterance whose id the KB holds for another turn.
+
+    Ids unknown to the KB are refused by the forget request, listing what it holds.
+    """
     for utterance in utterances:
         known = stored.get(utterance.id)
         if known is not None and (known.speaker, known.text, known.session) != (

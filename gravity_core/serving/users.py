@@ -56,11 +56,11 @@ IndexFactory = Callable[[str], AnchorIndex]
 
 
 def check_user_id(user_id: object) -> str:
-    """``user_id`` if it can name a user's folder; a :class:`ConfigurationError` saying why not.
+    r"""``user_id`` if it can name a user's folder; a :class:`ConfigurationError` saying why not.
 
     Allowed: letters, digits and ``_ @ + = - .``, 1 to 128 characters, not starting with a dot
     (so never ``.`` or ``..``, never a hidden file, never a path). The whole id must match: a
-    trailing newline (``"u1\\n"``) is refused like any other control character.
+    trailing newline (``"u1\n"``) is refused like any other control character.
 
     This looks at the id only. Whether another user's id differs from it only by case is a
     question about a root folder: :class:`UserKBs` refuses such an id when it would build, forget,
@@ -224,8 +224,9 @@ class UserKBs:
         return report
 
     def delete(self, user_id: str) -> bool:
-        """Delete the user's whole KB folder (a user who asks to be forgotten entirely), and the
-        user's Chroma collections when the index is a ``ChromaAnchorIndex``.
+        """Delete the user's whole KB folder (a user who asks to be forgotten entirely).
+
+        The user's Chroma collections go too when the index is a ``ChromaAnchorIndex``.
 
         Takes the folder's writer lock first, so no build of the user is cut off half-way. The
         folder is then renamed away at once (to a hidden name no user id can take) and removed:
@@ -345,8 +346,9 @@ class UserKBs:
             raise ConfigurationError(f"user {user_id!r} has no KB under {self.root}")
 
     def _own_folder(self, user_id: str, *, create: bool = False) -> Path:
-        """The user's folder, unless it is (or would be) shared with another user whose id differs
-        from ``user_id`` only by case; ``create`` makes a new user's folder.
+        """The user's folder, unless it is (or would be) shared with a user whose id differs by case.
+
+        ``create`` makes a new user's folder.
 
         A folder made here is looked for twins after it is made, and removed again if it has one:
         of two processes making case twins at once, the later ``mkdir`` always sees the earlier
@@ -414,8 +416,10 @@ class UserKBs:
             return self._empty
 
     def _offline_extractor(self, embedder: Embedder, store: AnchorStore) -> Extractor:
-        """The offline extractor, all users' builds sharing one loaded spaCy pipeline; the user's
-        parses and answers are kept in their own KB folder."""
+        """The offline extractor of a user's build, sharing one loaded spaCy pipeline with all users.
+
+        The user's parses and answers are kept in their own KB folder.
+        """
         from gravity_core.extract.choice import make_extractor
         from gravity_core.text.nlp import load_pipeline
 

@@ -1,5 +1,6 @@
-"""SGMem: a sentence-graph memory host, framework-neutral (after "SGMem: Sentence Graph Memory for
-Long-Term Conversational Agents", Wu et al., 2025).
+"""SGMem: a sentence-graph memory host, framework-neutral.
+
+After "SGMem: Sentence Graph Memory for Long-Term Conversational Agents", Wu et al., 2025.
 
 Dialogue is split into sessions, rounds (speaker-change pairs), turns (utterances) and sentences
 (:mod:`~gravity_core.sgmem.units`); every unit is embedded once (a session as the mean of its

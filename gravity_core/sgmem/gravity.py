@@ -124,7 +124,11 @@ class SGMemWithGravity:
                 :meth:`ContextPolicy.anchor_tokens` (capped by the anchor settings' own budget)
                 and SGMem the rest; when the anchors' part is 0 the result is SGMem's own
                 retrieval of the question, with no anchor and no expanded query.
-            granularity: see :meth:`SGMem.retrieve`, as are ``hops``, ``max_chunks`` and ``config``.
+            granularity: ``"turn"``, ``"round"`` or ``"session"`` (default: SGMem's config's).
+            hops: SGMem's graph hops (0: plain vector search over sentences).
+            max_chunks: at most this many chunks.
+            config: SGMem's settings for this call (default: its index's); the keywords above override
+                it (see :meth:`SGMem.retrieve`).
             question_date: when the question is asked (for "last month"; default: the KB's last day).
 
         Raises:

@@ -64,9 +64,11 @@ class AddReport:
 
 
 class SGMem:
-    """Sentence Graph Memory: dialogue split into sessions, rounds, turns and sentences, every unit
-    embedded once, sentences linked by a kNN graph, retrieval by vector search plus graph expansion
-    mapped back to chunks of the chosen granularity, within a token budget.
+    """Sentence Graph Memory: retrieval from a dialogue by vector search plus sentence-graph expansion.
+
+    The dialogue is split into sessions, rounds, turns and sentences, every unit embedded once and
+    sentences linked by a kNN graph; the hits of vector search plus graph expansion are mapped back
+    to chunks of the chosen granularity, within a token budget.
 
     Example:
         ```python
@@ -505,7 +507,11 @@ class SGMem:
             queries: the question first, then the extra queries; embedded in one call.
             question: the question reported in the result (default: ``queries[0]``).
             policy: how the extra queries' chunks join the question's (the shipped default).
-            token_budget: see :meth:`retrieve`, as are ``granularity``, ``hops``, ``max_chunks``, ``config``.
+            token_budget: cl100k tokens of the returned texts (default: the config's).
+            granularity: ``"turn"``, ``"round"`` or ``"session"`` (default: the config's).
+            hops: graph hops (0: plain vector search over sentences).
+            max_chunks: at most this many chunks.
+            config: settings for this call (default: the index's); the keywords above override it.
 
         Raises:
             ConfigurationError: no query.

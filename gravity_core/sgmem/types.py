@@ -137,8 +137,11 @@ class MatchedMemory:
 
 
 def render_context(memories: list[MatchedMemory], chunks: list[RankedChunk]) -> str:
-    """Memories, then chunks separated by blank lines, under the headers of
-    :mod:`gravity_core.prompts.sgmem`; empty sections are left out."""
+    """The context text: memories, then chunks separated by blank lines.
+
+    Each section is under its header of :mod:`gravity_core.prompts.sgmem`; empty sections are left
+    out.
+    """
     parts: list[str] = []
     if memories:
         parts.append("\n".join([MEMORIES_HEADER, *(m.line for m in memories)]))

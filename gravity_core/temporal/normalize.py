@@ -135,8 +135,10 @@ def _resolve(text: str, ref: date, ref_dt: datetime | None, prefer: Direction | 
 
 
 def _in_order(times: list[TimeRef]) -> list[Interval]:
-    """The intervals of 'from May to July', each moved a year on while it starts before the one
-    written before it (each was placed on its own, so 'July' alone went to the past)."""
+    """The intervals of 'from May to July', each moved a year on while it starts before the last one.
+
+    Each was placed on its own, so 'July' alone went to the past.
+    """
     parts: list[Interval] = []
     for t in times:
         assert t.start is not None and t.end is not None and t.granularity is not None

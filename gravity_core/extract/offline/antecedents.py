@@ -54,8 +54,10 @@ _TRIES = word_set("try go shot whirl")
 
 
 def object_pronoun(tokens: Iterable[Token]) -> Token | None:
-    """The first third-person object pronoun among ``tokens`` ("printed it", "hosted a class for
-    them"), or ``None``; a relative "that" is not one."""
+    """The first third-person object pronoun among ``tokens``, or ``None``.
+
+    Such as "it" in "printed it" or "them" in "hosted a class for them"; a relative "that" is not one.
+    """
     for token in tokens:
         word = token.lower_
         if (
@@ -69,8 +71,9 @@ def object_pronoun(tokens: Iterable[Token]) -> Token | None:
 
 
 class Antecedents:
-    """The noun phrase a pronoun most likely stands for (see the module doc), among one parse's noun
-    chunks; each chunk is looked at once per kind of pronoun, not once per pronoun.
+    """The noun phrase a pronoun most likely stands for, among one parse's noun chunks.
+
+    See the module doc. Each chunk is looked at once per kind of pronoun, not once per pronoun.
 
     Args:
         chunks: the parse's noun chunks, in text order and none inside another (``doc.noun_chunks``).
@@ -111,8 +114,10 @@ class Antecedents:
 
 
 def _verb_of(pronoun: Token) -> Token:
-    """The verb whose clause holds ``pronoun``, through the verbs it complements ("balance on it"
-    -> "balance", "left class early to do it" -> "left")."""
+    """The verb whose clause holds ``pronoun``, through the verbs it complements.
+
+    "balance on it" -> "balance", "left class early to do it" -> "left".
+    """
     token = pronoun
     while token.dep_ in ("pobj", "prep", "dative", "dobj") and token.head is not token:
         token = token.head

@@ -42,23 +42,28 @@ class Clause:
 
     @property
     def start_char(self) -> int:
+        """Where the clause starts in the text: at its subject's first word when the subject comes first."""
         first = self.subject if self.subject is not None and self.subject.i < self.tokens[0].i else None
         return first.left_edge.idx if first is not None else self.tokens[0].idx
 
     @property
     def end_char(self) -> int:
+        """Where the clause's last token ends in the text."""
         last = self.tokens[-1]
         return last.idx + len(last.text)
 
     def children(self, *deps: str) -> list[Token]:
+        """The verb's children attached by one of the dependency labels ``deps``."""
         return [c for c in self.verb.children if c.dep_ in deps]
 
     @property
     def negated(self) -> bool:
+        """Whether the verb is negated ("did not go", "never went")."""
         return any(c.dep_ == "neg" for c in self.verb.children)
 
     @property
     def aux_lemmas(self) -> set[str]:
+        """The verb's auxiliaries, as casefolded lemmas ("will", "have", "be")."""
         return {c.lemma_.casefold() for c in self.verb.children if c.dep_ in ("aux", "auxpass")}
 
 
@@ -132,8 +137,10 @@ def _contiguous(tokens: list[Token], verb: Token) -> list[Token]:
 
 
 def phrase(tokens: Iterable[Token], drop: Container[int] = ()) -> str:
-    """The tokens as written (original spacing), without ``drop`` and trimmed of edge punctuation
-    and framing words ("and", "so", "actually")."""
+    """The tokens as written (original spacing), without ``drop`` and trimmed at the edges.
+
+    Edge punctuation and framing words ("and", "so", "actually") are trimmed.
+    """
     kept = [t for t in tokens if t.i not in drop]
     while kept and (kept[0].is_punct or kept[0].lower_ in _EDGE_WORDS or kept[0].dep_ == "cc"):
         kept.pop(0)

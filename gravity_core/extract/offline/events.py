@@ -107,8 +107,10 @@ def _known_people(kb: KnowledgeBase) -> dict[str, str]:
 
 
 def _name_of(token: Any, turn: ParsedTurn, people: dict[str, str]) -> str | None:
-    """The person (or pet) a subject token names: a known name, a PERSON entity, or a name in
-    apposition ("my sister Lena")."""
+    """The person (or pet) a subject token names, if any.
+
+    The token is a known name, a PERSON entity, or a name in apposition ("my sister Lena").
+    """
     for candidate in (token, *(c for c in token.children if c.dep_ in ("appos", "compound"))):
         if candidate.pos_ != "PROPN":
             continue
@@ -127,9 +129,11 @@ def _name_of(token: Any, turn: ParsedTurn, people: dict[str, str]) -> str | None
 
 
 class _EarlierPerson:
-    """The single person named before each token of a turn, for a "he"/"she" subject: its PERSON
-    entities read once, in order, noting after each whether exactly one person (not the speaker)
-    has been named so far."""
+    """The single person named before each token of a turn, for a "he"/"she" subject.
+
+    The turn's PERSON entities are read once, in order, noting after each whether exactly one person
+    (not the speaker) has been named so far.
+    """
 
     def __init__(self, turn: ParsedTurn, people: Mapping[str, str]) -> None:
         self._turn = turn
@@ -202,7 +206,7 @@ def _bare_past(clause: Clause, dated: bool, turn: ParsedTurn) -> bool:
 
 
 def _got_passive(verb: Any) -> bool:
-    """ "I got hurt", "we got engaged": a past *get* passive reports what happened."""
+    """A past *get* passive ("I got hurt", "we got engaged") reports what happened."""
     return verb.tag_ == "VBN" and any(
         c.dep_ == "auxpass" and c.lemma_.casefold() == "get" and c.tag_ in ("VBD", "VBN")
         for c in verb.children
@@ -210,8 +214,10 @@ def _got_passive(verb: Any) -> bool:
 
 
 def _told_subject(subject: Any, turn: ParsedTurn) -> bool:
-    """A subject that is a common noun phrase or "someone": the speaker tells what it did, and
-    the subject stays in ``what``."""
+    """Whether ``subject`` is a common noun phrase or "someone", one the speaker tells about.
+
+    The speaker tells what it did, and the subject stays in ``what``.
+    """
     if subject.pos_ == "NOUN":
         return turn.entity_at(subject.i) is None
     return subject.lower_ in _INDEFINITE
@@ -254,7 +260,7 @@ def _framed(verb: Any) -> bool:
 
 
 def _planned_by_frame(verb: Any) -> bool:
-    """ "thinking about going fishing", "considering adopting a kitten": the gerund is a plan."""
+    """The gerund of "thinking about going fishing" or "considering adopting a kitten" is a plan."""
     if verb.tag_ != "VBG" or verb.dep_ not in ("pcomp", "xcomp"):
         return False
     frame = verb.head.head if verb.dep_ == "pcomp" else verb.head
@@ -294,8 +300,11 @@ def _reported(clause: Clause, dated: bool, turn: ParsedTurn) -> bool:
 
 
 def _time_tokens(clause: Clause, mention: TimeMention) -> set[int]:
-    """The clause's tokens of a time phrase, if the phrase is a whole constituent ("on the 2nd", "last
-    weekend"); else none, so that "the week after the race" is not cut to "the after the race"."""
+    """The clause's tokens of a time phrase, if the phrase is a whole constituent; else none.
+
+    A whole constituent: "on the 2nd", "last weekend". Other phrases give none, so that "the week
+    after the race" is not cut to "the after the race".
+    """
     inside = [t for t in clause.tokens if mention.start <= t.idx < mention.end]
     if not inside:
         return set()
@@ -375,8 +384,10 @@ def _where(clause: Clause, turn: ParsedTurn, places: set[str]) -> str | None:
 
 
 def _outcome_clauses(clause: Clause) -> list[Any]:
-    """Clauses joined to the event that tell how it went: "and won", "and I placed third",
-    "- it was delicious"."""
+    """Clauses joined to the event that tell how it went.
+
+    Such as "and won", "and I placed third", "- it was delicious".
+    """
     out = []
     for child in clause.verb.children:
         if child.dep_ not in ("conj", "parataxis", "ccomp", "advcl") or child.i < clause.verb.i:
@@ -406,8 +417,10 @@ def _outcome(clause: Clause) -> str | None:
 
 
 def _clause_of(token: Any, steps: int) -> Any | None:
-    """The clause head a token hangs under: the first verb up its chain of heads that heads a clause
-    (within ``steps`` heads, the length of its sentence)."""
+    """The clause head a token hangs under: the first verb up its chain of heads that heads a clause.
+
+    It is looked for within ``steps`` heads (the length of its sentence).
+    """
     node = token
     for _ in range(steps):
         if node.pos_ in ("VERB", "AUX") and node.dep_ in CLAUSE_DEPS:
@@ -429,9 +442,12 @@ def _time_owners(turn: ParsedTurn, sent: Any) -> tuple[list[TimeMention], list[A
 
 
 def _time_of(clause: Clause, in_sentence: list[TimeMention], owners: list[Any | None]) -> TimeMention | None:
-    """The time phrase attached to the clause's verb in the parse ("on Sunday we took them"), else the
-    sentence's only time phrase when no other clause holds it (``in_sentence`` and ``owners``: the
-    sentence's :func:`_time_owners`)."""
+    """The clause's time phrase: the one attached to its verb, else the sentence's only one.
+
+    The first is attached in the parse ("on Sunday we took them"); the second is the sentence's only
+    time phrase, taken when no other clause holds it (``in_sentence`` and ``owners``: the sentence's
+    :func:`_time_owners`).
+    """
     attached = [
         m
         for m, owner in zip(in_sentence, owners, strict=True)
@@ -456,8 +472,11 @@ def _time_of(clause: Clause, in_sentence: list[TimeMention], owners: list[Any | 
 
 
 def _planned(clause: Clause) -> bool:
-    """A clause about what is to come: "will", "going to", "planning to", or the present tense
-    ("I start at Harbourside on the 2nd", "Sami is moving up in October")."""
+    """Whether the clause is about what is to come.
+
+    It says "will", "going to", "planning to", or is in the present tense ("I start at Harbourside
+    on the 2nd", "Sami is moving up in October").
+    """
     verb = clause.verb
     aux = clause.aux_lemmas
     if aux & _PLAN_AUX or verb.lemma_.casefold() in _PLAN_FRAMES | {"go"} and verb.tag_ == "VBG":

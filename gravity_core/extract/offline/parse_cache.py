@@ -58,8 +58,10 @@ class ParseCache(RecordedFiles):
         return docs
 
     def keep(self, pipeline: str, texts: Sequence[str]) -> None:
-        """Record the batch's entry as used without reading it (its answer was replayed), so a forget
-        keeps it for a later rebuild that has to extract the batch again."""
+        """Record the batch's entry as used without reading it (its answer was replayed).
+
+        A forget then keeps it for a later rebuild that has to extract the batch again.
+        """
         path = self.entry_path(_key(pipeline, texts))
         if path.is_file():
             self.note(path)

@@ -124,8 +124,10 @@ def parsed_texts(batch: Sequence[Utterance]) -> list[str]:
 def parse_batch(
     nlp: Any, batch: Sequence[Utterance], cache: ParseCache | None = None, pipeline: str = ""
 ) -> list[ParsedTurn]:
-    """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass (or read the parses from
-    ``cache``, kept under the pipeline's id ``pipeline``)."""
+    """Parse every utterance of ``batch`` in one ``nlp.pipe`` pass, or read the parses from ``cache``.
+
+    The cache keeps them under the pipeline's id ``pipeline``.
+    """
     texts = parsed_texts(batch)
     docs = cache.get(nlp, pipeline, texts) if cache is not None else None
     if docs is None:
@@ -140,8 +142,11 @@ def parse_batch(
 
 
 def _parse(nlp: Any, texts: Sequence[str]) -> list[Any]:
-    """The docs of ``texts``: in one ``nlp.pipe`` pass, but for a text over :data:`MAX_PARSE_CHARS`
-    (or ``nlp.max_length``), parsed piece by piece and joined back (``doc.text`` is the whole text)."""
+    """The docs of ``texts``, parsed in one ``nlp.pipe`` pass.
+
+    A text over :data:`MAX_PARSE_CHARS` (or ``nlp.max_length``) is parsed piece by piece and joined
+    back (``doc.text`` is the whole text).
+    """
     limit = min(MAX_PARSE_CHARS, nlp.max_length)
     parsed = iter(list(nlp.pipe((t for t in texts if len(t) <= limit), batch_size=_BATCH)))
     return [next(parsed) if len(text) <= limit else _parse_long(nlp, text, limit) for text in texts]
@@ -155,8 +160,10 @@ def _parse_long(nlp: Any, text: str, limit: int) -> Any:
 
 
 def _pieces(text: str, limit: int) -> list[str]:
-    """``text`` cut into pieces of at most ``limit`` characters that join back into it, each ending
-    after a sentence in its second half (else after a line break, else after a space)."""
+    """``text`` cut into pieces of at most ``limit`` characters that join back into it.
+
+    Each piece ends after a sentence in its second half (else after a line break, else after a space).
+    """
     out: list[str] = []
     start = 0
     while len(text) - start > limit:
@@ -169,8 +176,10 @@ def _pieces(text: str, limit: int) -> list[str]:
 
 
 def _last_cut(pattern: re.Pattern[str], window: str) -> int:
-    """Where the last match of ``pattern`` in the second half of ``window`` ends (0 if none); a match
-    running to the window's end is not one (its spaces may go on after it)."""
+    """Where the last match of ``pattern`` in the second half of ``window`` ends (0 if none).
+
+    A match running to the window's end is not one (its spaces may go on after it).
+    """
     ends = [m.end() for m in pattern.finditer(window, len(window) // 2) if m.end() < len(window)]
     return ends[-1] if ends else 0
 
@@ -204,8 +213,10 @@ def _without_greeting_words(doc: Any, speakers: set[str]) -> Any:
 
 
 def noun_phrases(turn: ParsedTurn) -> list[str]:
-    """The turn's noun phrases as written, without determiners and possessives ("the pottery class"
-    -> "pottery class"); pronouns and vague heads ("things", "a lot") are left out."""
+    """The turn's noun phrases as written, without determiners and possessives.
+
+    "the pottery class" -> "pottery class"; pronouns and vague heads ("things", "a lot") are left out.
+    """
     out: list[str] = []
     for chunk in turn.noun_chunks:
         root = chunk.root

@@ -498,8 +498,10 @@ class TopicExtractor:
         taken: Container[str],
         phrases: Mapping[str, Sequence[str]],
     ) -> str:
-        """The noun phrases of the group that carry its top keywords (else the keywords themselves),
-        lengthened while another new topic of the batch has the label."""
+        """The group's label: the noun phrases that carry its top keywords, else the keywords.
+
+        The label is lengthened while another new topic of the batch has it.
+        """
         positions = [p for s in group.segments for p in s.positions]
         docs = [content.tokens[p] for p in positions]
         ranked = rank_keywords(docs, self._stats.df, self._max_keywords)
@@ -550,8 +552,9 @@ class TopicExtractor:
         keywords: set[str],
         names: frozenset[str],
     ) -> str:
-        """The sentences that carry the segment: from its most central turns, those richest in its
-        keywords, in time order and each turn's prefixed by its speaker, within ``summary_chars``.
+        """The segment's summary: the sentences of its most central turns richest in its keywords.
+
+        They are in time order, each turn's prefixed by its speaker, within ``summary_chars``.
 
         Greetings, thanks and questions around them ("Hey Caroline, since we last chatted, ...")
         are left out, so the summary's characters go to what happened. A segment with no such
@@ -582,8 +585,10 @@ class TopicExtractor:
         keywords: set[str],
         names: frozenset[str],
     ) -> list[tuple[int, int, str]]:
-        """``(turn, sentence number, sentence)`` of the summary, best first until the length is reached;
-        ``sentences`` are each turn's."""
+        """``(turn, sentence number, sentence)`` of the summary, best first until the length is reached.
+
+        ``sentences`` are each turn's.
+        """
         candidates: list[tuple[float, int, int, str]] = []
         for index, turn_sentences in enumerate(sentences):
             for number, sentence in enumerate(turn_sentences):
@@ -614,8 +619,10 @@ class TopicExtractor:
         names: frozenset[str],
         summary: str,
     ) -> list[str]:
-        """First-person statements rich in rare words and the segment's keywords, varied in speaker;
-        none the summary already quotes (``sentences`` are each turn's)."""
+        """First-person statements rich in rare words and the segment's keywords, varied in speaker.
+
+        None that the summary already quotes is taken (``sentences`` are each turn's).
+        """
         if self._max_facts == 0:
             return []
         candidates: list[tuple[float, int, str, str]] = []
@@ -651,8 +658,11 @@ _MAX_PHRASE_WORDS = 4
 
 
 def _phrase_terms(phrases: Sequence[str], ranked: Sequence[tuple[str, str, float]]) -> list[str]:
-    """Noun phrases ranked by the keyword weight they carry (repeats count once more each), one per
-    keyword: "pottery class", "wonky bowls" rather than "pottery / bowl"."""
+    """Noun phrases ranked by the keyword weight they carry, one per keyword.
+
+    Repeats count once more each. The terms read "pottery class", "wonky bowls" rather than
+    "pottery / bowl".
+    """
     weights = {lemma: score for lemma, _, score in ranked}
     scored: dict[str, tuple[float, str, frozenset[str]]] = {}
     for text in phrases:

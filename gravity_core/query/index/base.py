@@ -67,15 +67,20 @@ class NearestSearch(Protocol):
     def top_each(
         self, query: Matrix, limits: Mapping[AnchorKind, int]
     ) -> dict[AnchorKind, list[tuple[str, float]]]:
-        """``top(kind, query, limit)`` of each kind in ``limits`` (kind -> limit), in one call that may
-        search the kinds at once."""
+        """``top(kind, query, limit)`` of each kind in ``limits`` (kind -> limit).
+
+        It is one call, which may search the kinds at once.
+        """
         ...
 
     def similarities(
         self, kind: AnchorKind, query: Matrix, ids: Sequence[str], *, at_least: float | None = None
     ) -> dict[str, float]:
-        """:meth:`AnchorIndex.similarities`, where only the cosines of ``at_least`` or more need be the
-        very ones ``top`` gives (lower ones may be close approximations); ``None``: all of them."""
+        """:meth:`AnchorIndex.similarities`, where only the cosines from ``at_least`` on need be exact.
+
+        Only the cosines of ``at_least`` or more need be the very ones ``top`` gives (lower ones may
+        be close approximations); ``None``: all of them.
+        """
         ...
 
 

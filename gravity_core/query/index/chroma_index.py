@@ -221,8 +221,11 @@ class ChromaAnchorIndex:
         return cls(client, kb_name, retry=retry)
 
     def close(self) -> None:
-        """Release the client :meth:`persistent` or :meth:`server` opened (an embedded database's
-        files are then free); a client given to :meth:`from_client` is left open. Idempotent."""
+        """Release the client :meth:`persistent` or :meth:`server` opened; idempotent.
+
+        An embedded database's files are then free. A client given to :meth:`from_client` is left
+        open.
+        """
         self._collections.clear()
         if self._owns_client:
             self._owns_client = False
@@ -565,8 +568,11 @@ class ChromaAnchorIndex:
         return True
 
     def _read(self, kind: AnchorKind, what: str, request: Callable[[Collection], _T]) -> _T:
-        """``request(collection)`` on the collection of ``kind``, opened again when a purge by another
-        index or process replaced it meanwhile."""
+        """``request(collection)`` on the collection of ``kind``.
+
+        The collection is opened again when a purge by another index or process replaced it
+        meanwhile.
+        """
         from chromadb.errors import NotFoundError
 
         for attempt in range(1, _SWAP_READS + 1):

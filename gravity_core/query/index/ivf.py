@@ -114,8 +114,10 @@ class IVFSearch:
         return cls(index, quantizer, settings, scale)
 
     def candidates(self, vector: Matrix, limit: int) -> npt.NDArray[np.intp]:
-        """Row numbers of about the best ``pool * limit`` rows (at least ``min_candidates``) for ``vector``
-        (unordered, no -1)."""
+        """Row numbers of about the best ``pool * limit`` rows for ``vector`` (unordered, no -1).
+
+        The search asks for at least ``min_candidates`` rows.
+        """
         wanted = max(limit * self._settings.pool, self._settings.min_candidates)
         scaled = np.asarray(vector, dtype=np.float32).reshape(1, -1) * np.float32(self._scale)
         _, found = self._index.search(scaled, wanted)

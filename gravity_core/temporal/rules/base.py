@@ -86,9 +86,12 @@ def year_of(match: re.Match[str], group: str) -> int | None:
 
 
 def recent_date(month: int, dom: int, ctx: ScanContext, pos: int) -> date | None:
-    """The day ``month``/``dom`` without a year: the latest one on or before the reference when the
-    sentence is in the past, the first one on or after it when it speaks of the future, and the
-    nearer of the two when it has no tense cue ('I start on 2 April' said in March)."""
+    """The day ``month``/``dom`` without a year, placed by the tense of the sentence.
+
+    The latest one on or before the reference when the sentence is in the past, the first one on or
+    after it when it speaks of the future, and the nearer of the two when it has no tense cue
+    ('I start on 2 April' said in March).
+    """
 
     def occurrence(future: bool) -> date | None:
         for k in range(0, 9):  # 29 February may be years away
@@ -102,8 +105,10 @@ def recent_date(month: int, dom: int, ctx: ScanContext, pos: int) -> date | None
 
 
 def placed_day(ctx: ScanContext, pos: int, occurrence: Callable[[bool], date | None]) -> date | None:
-    """The occurrence (``occurrence(future)``) the tense of the sentence at ``pos`` asks for: the
-    past one, the future one, or the nearer of the two when the sentence has no tense cue."""
+    """The occurrence (``occurrence(future)``) the tense of the sentence at ``pos`` asks for.
+
+    The past one, the future one, or the nearer of the two when the sentence has no tense cue.
+    """
     cue = ctx.cue_at(pos)
     if cue is not None:
         return occurrence(cue == "future")
@@ -114,8 +119,10 @@ def placed_day(ctx: ScanContext, pos: int, occurrence: Callable[[bool], date | N
 
 
 def recent_month(month: int, ctx: ScanContext, pos: int) -> Interval:
-    """'in May': the latest May not after the reference month, or the next May not before it for plans;
-    the nearer of the two when the sentence has no tense cue ('the wedding is in June' said in May)."""
+    """'in May': the latest May not after the reference month, or the next May not before it for plans.
+
+    The nearer of the two when the sentence has no tense cue ('the wedding is in June' said in May).
+    """
     ref = ctx.ref
     past = ref.year if month <= ref.month else ref.year - 1
     upcoming = ref.year if month >= ref.month else ref.year + 1

@@ -128,8 +128,10 @@ _DAY_OF_MONTH = (
 
 
 def _day_of_month(m: re.Match[str], ctx: ScanContext) -> Hit | None:
-    """'on the 30th': the latest such day by the reference, or the next one for plans; the nearer of
-    the two when the sentence has no tense cue."""
+    """'on the 30th': the latest such day by the reference, or the next one for plans.
+
+    The nearer of the two when the sentence has no tense cue.
+    """
     dom = int(m["d"])
     ref = ctx.ref
 

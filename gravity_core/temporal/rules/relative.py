@@ -131,8 +131,11 @@ def _calendar(m: re.Match[str], ctx: ScanContext) -> Hit | None:
 
 
 def _relative_season(season: str, rel: str, ref: date) -> Interval:
-    """'this summer' is the closest summer; 'last summer' the latest one over before the reference;
-    'next summer' the one after this summer."""
+    """The interval of 'this', 'last' or 'next' ``season`` said on ``ref``.
+
+    'this summer' is the closest summer; 'last summer' the latest one over before the reference;
+    'next summer' the one after this summer.
+    """
     current = closest_season(season, ref)
     if rel == "last":
         options = [season_interval(season, ref.year + k) for k in (-2, -1, 0)]
