@@ -38,8 +38,10 @@ class BatchedSearch(ABC):
 
     @abstractmethod
     def accepts(self, search: Mapping[str, Any]) -> bool:
-        """Whether :meth:`search` can honour these search arguments (else the retriever searches
-        one vector at a time through the store)."""
+        """Whether :meth:`search` can honour these search arguments.
+
+        Else the retriever searches one vector at a time through the store.
+        """
 
     @abstractmethod
     def search(

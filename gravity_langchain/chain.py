@@ -425,8 +425,11 @@ def _default_config(caches: AnswerCache | UserAnswerCaches) -> QueryConfig:
 
 
 def _within_budget(value: dict[str, Any], share: BudgetShare, engine: GravityEngine) -> dict[str, Any]:
-    """The prompt texts of ``value`` within ``share``: the anchors formatted again by ``engine`` (the
-    one that chose them) within their part, then the documents in rank order in what is left."""
+    """The prompt texts of ``value`` within ``share``.
+
+    The anchors are formatted again by ``engine`` (the one that chose them) within their part, then
+    the documents are kept in rank order in what is left.
+    """
     text, tokens = engine.fit_anchors(value["gravity_anchors"], share.anchors)
     documents = value["context"]
     kept = memories_within([d.page_content for d in documents], share.host(tokens), engine.counter.count)

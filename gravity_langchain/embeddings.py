@@ -98,8 +98,11 @@ class GravityEmbeddings(Embeddings):
 
 
 def shares_embedder(embeddings: Embeddings | None, embedder: Embedder) -> bool:
-    """Whether ``embeddings`` (a store's) and ``embedder`` (the engine's) are the same model
-    (:func:`~gravity_core.embeddings.framework.shares_vectors`: a :class:`GravityEmbeddings` over an
-    embedder of the same name, or a :class:`LangChainEmbedder` over this very ``embeddings``)."""
+    """Whether ``embeddings`` (a store's) and ``embedder`` (the engine's) are the same model.
+
+    They are (:func:`~gravity_core.embeddings.framework.shares_vectors`) for a
+    :class:`GravityEmbeddings` over an embedder of the same name, or a :class:`LangChainEmbedder`
+    over this very ``embeddings``.
+    """
     wrapped = embeddings.embedder if isinstance(embeddings, GravityEmbeddings) else None
     return shares_vectors(embedder, wrapped=wrapped, model=embeddings)

@@ -39,8 +39,10 @@ def reciprocal_rank_fusion(
 
 
 def merged_documents(merged: Sequence[MergedHit[Document]]) -> list[Document]:
-    """The documents of a context policy's merge as new documents, each with why it is there
-    (``gravity_slot``, ``gravity_score``, ``gravity_found_by``) added to its metadata."""
+    """The documents of a context policy's merge as new documents, each saying why it is there.
+
+    Why (``gravity_slot``, ``gravity_score``, ``gravity_found_by``) is added to each one's metadata.
+    """
     return [
         hit.item.model_copy(update={"metadata": {**hit.item.metadata, **hit.metadata()}}) for hit in merged
     ]

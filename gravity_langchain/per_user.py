@@ -41,8 +41,9 @@ def configured_user_id(config: RunnableConfig | None) -> object | None:
 
 
 def required_user_id(user_id: object | None, owner: str) -> str:
-    """The user id of a call to a per-user ``owner``, checked by
-    :func:`~gravity_core.serving.users.check_user_id`.
+    """The user id of a call to a per-user ``owner``, checked.
+
+    The check is :func:`~gravity_core.serving.users.check_user_id`.
 
     Raises:
         ConfigurationError: no user id was given (saying how to give one), or it cannot name a user.

@@ -177,8 +177,10 @@ class GravityRetriever(BaseRetriever):
         return await super().ainvoke(input, config, **self._configured(config, kwargs))
 
     def _configured(self, config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The call's keyword arguments, with the configured question date and (with ``users``) user
-        id where the call gives none."""
+        """The call's keyword arguments, with the configured question date and user id added.
+
+        Each is added where the call gives none; the user id only with ``users``.
+        """
         readers: dict[str, Callable[[RunnableConfig | None], object]] = {
             QUESTION_DATE_KEY: configured_question_date
         }

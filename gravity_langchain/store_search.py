@@ -17,8 +17,10 @@ logger = logging.getLogger(__name__)
 def search_store(
     store: VectorStore, query: str, vector: Sequence[float] | None, k: int, search: Mapping[str, Any]
 ) -> list[Document]:
-    """The store's ``k`` nearest documents of ``vector`` (or of ``query``, for a store that cannot
-    search by vector or when there is no vector), through the store's own search methods."""
+    """The store's ``k`` nearest documents of ``vector``, through the store's own search methods.
+
+    Of ``query`` instead, for a store that cannot search by vector or when there is no vector.
+    """
     if vector is not None:
         try:
             return store.similarity_search_by_vector(list(vector), k=k, **search)

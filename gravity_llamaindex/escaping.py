@@ -52,8 +52,10 @@ class _EscapedView:
 
 @cache
 def _escaped_class(node_class: type[BaseNode]) -> type[BaseNode]:
-    """``node_class`` with the escaped LLM view; one class per node class. ``class_name()`` is
-    inherited, so a serialised copy loads back as the user's own class."""
+    """``node_class`` with the escaped LLM view; one class per node class.
+
+    ``class_name()`` is inherited, so a serialised copy loads back as the user's own class.
+    """
     name = f"Escaped{node_class.__name__}"
     return cast(type[BaseNode], type(name, (_EscapedView, node_class), {"__module__": __name__}))
 

@@ -172,8 +172,11 @@ class AnchorProvider:
         question_date: date | datetime | str | None = None,
         user_id: str | None = None,
     ) -> AnchorContext | None:
-        """The remembered answer to ``question`` asked on ``question_date`` (by ``user_id``, for a
-        provider of many users) about the KB version served now, if any (no engine call)."""
+        """The remembered answer to ``question``, if any, without calling the engine.
+
+        That is the answer to ``question`` asked on ``question_date`` (by ``user_id``, for a provider
+        of many users) about the KB version served now.
+        """
         if self.users is not None:
             return self.for_user(user_id).cached(question, question_date=question_date)
         return self._cache().cached(question, config=self.config, question_date=self._asked(question_date))
@@ -254,8 +257,9 @@ EngineLike = GravityEngine | AnchorProvider
 
 
 def as_provider(engine: EngineLike | None = None, *, users: UserKBs | None = None) -> AnchorProvider:
-    """The provider a component asks: ``engine`` itself if it is a provider, else a new provider
-    around the engine, or around ``users`` (one engine per user).
+    """The provider a component asks: ``engine`` itself if it is a provider, else a new one.
+
+    The new provider is around the engine, or around ``users`` (one engine per user).
 
     Raises:
         ConfigurationError: both or neither of ``engine`` and ``users``, or either of another type.

@@ -206,7 +206,11 @@ class GravityFusionRetriever(BaseRetriever):
             similarity_top_k: how many fused nodes are returned.
             per_query_top_k: how many nodes each search returns (default: ``similarity_top_k``).
             embed_model: the query embedding model, e.g. the index's (see the class docstring).
-            batch_embed, policy, question_date: as in the class docstring.
+            batch_embed: embed the queries as one text batch instead of one query embedding each
+                (default: only for a ``GravityEmbedding``; see the class docstring).
+            policy: how the expansions' hits join the question's (default: the shipped policy).
+            question_date: the date questions are asked (a date, a datetime or an ISO string;
+                default: the provider's).
             **retriever_kwargs: passed to ``as_retriever`` (``filters``, ``vector_store_query_mode``...).
         """
         per_query = per_query_top_k or similarity_top_k
