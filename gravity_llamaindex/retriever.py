@@ -198,19 +198,15 @@ class GravityFusionRetriever(BaseRetriever):
             index: the host's index, e.g. a ``VectorStoreIndex`` on Chroma.
             engine: a GRAVITY engine or a shared :class:`AnchorProvider`; not together with ``users``.
             users: the KBs of many users (see the class docstring).
-            user_filters: with ``users`` (required then, also with a shared
-                ``AnchorProvider(users=...)`` as ``engine``), the metadata filters of a user's nodes
-                in the index, made from the user id, e.g. ``lambda user_id: MetadataFilters(
-                filters=[ExactMatchFilter(key="user_id", value=user_id)])``; they are joined by AND
-                with ``filters`` passed here.
+            user_filters: with ``users`` (required then), the metadata filters of a user's nodes,
+                made from the user id, e.g. ``lambda user_id: MetadataFilters(filters=[
+                ExactMatchFilter(key="user_id", value=user_id)])``; joined by AND with ``filters``.
             similarity_top_k: how many fused nodes are returned.
             per_query_top_k: how many nodes each search returns (default: ``similarity_top_k``).
             embed_model: the query embedding model, e.g. the index's (see the class docstring).
-            batch_embed: embed the queries as one text batch instead of one query embedding each
-                (default: only for a ``GravityEmbedding``; see the class docstring).
-            policy: how the expansions' hits join the question's (default: the shipped policy).
-            question_date: the date questions are asked (a date, a datetime or an ISO string;
-                default: the provider's).
+            batch_embed: as in the class docstring.
+            policy: as in the class docstring.
+            question_date: as in the class docstring.
             **retriever_kwargs: passed to ``as_retriever`` (``filters``, ``vector_store_query_mode``...).
         """
         per_query = per_query_top_k or similarity_top_k
