@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 KB     ?= kb-sample
 LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 
-.PHONY: demo test lint install install-test browser bench wheel clean
+.PHONY: demo test lint install install-test browser bench wheel docs docs-serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,16 @@ bench: install-test
 wheel: $(BIN)/python
 	$(BIN)/pip wheel --quiet --no-deps . -w dist
 
+# The documentation site (mkdocs.yml, docs/): built offline into site/, every warning an error.
+docs: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	$(BIN)/mkdocs build --strict
+
+# The same site served on http://127.0.0.1:8000, rebuilt as you edit.
+docs-serve: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	$(BIN)/mkdocs serve
+
 lint: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/ruff check gravity_core gravity_langchain gravity_llamaindex tests
@@ -45,4 +55,4 @@ lint: $(BIN)/python
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) $(KB) .pytest_cache dist
+	rm -rf $(VENV) $(KB) .pytest_cache dist site

@@ -1,4 +1,4 @@
-"""The README table: one line per ratio of every result in ``results/``, with its target and verdict."""
+"""The table of docs/benchmarks.md: a line per ratio of each result in ``results/``, target and verdict."""
 
 from __future__ import annotations
 

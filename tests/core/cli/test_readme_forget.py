@@ -1,4 +1,4 @@
-"""The README's forgetting section runs as written, offline, in a fresh interpreter."""
+"""The forgetting guide (docs/guides/forgetting.md) runs as written, offline, in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from pathlib import Path
 from gravity_core.storage.store import AnchorStore
 from tests.readme_sections import python_blocks, run_section, section
 
-HEADING = "## Forgetting, and one KB per user"
+PAGE = "docs/guides/forgetting.md"
+HEADING = "# Forgetting, and one KB per user"
 
 
 def test_the_forgetting_section_runs_offline(tmp_path: Path) -> None:
-    assert len(python_blocks(section(HEADING))) == 4
-    run = run_section(HEADING, tmp_path)
+    assert len(python_blocks(section(HEADING, PAGE))) == 4
+    run = run_section(HEADING, tmp_path, page=PAGE)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     forgot = re.search(r"^forgot (\d+), (\d+) remain; events (\d+) -> (\d+)$", out, re.M)

@@ -1,4 +1,4 @@
-"""The SGMem README section runs as written, offline, in a fresh interpreter."""
+"""The SGMem guide (docs/guides/sgmem.md) runs as written, offline, in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from pathlib import Path
 
 from tests.readme_sections import python_blocks, run_section, section
 
-HEADING = "## SGMem: a sentence-graph host memory"
+PAGE = "docs/guides/sgmem.md"
+HEADING = "# SGMem: a sentence-graph host memory"
 
 
 def test_the_sgmem_section_runs_offline(tmp_path: Path) -> None:
-    assert len(python_blocks(section(HEADING))) >= 6
-    run = run_section(HEADING, tmp_path)
+    assert len(python_blocks(section(HEADING, PAGE))) >= 6
+    run = run_section(HEADING, tmp_path, page=PAGE)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     assert "'sessions': 6" in out and "'turns': 96" in out
@@ -23,10 +24,10 @@ def test_the_sgmem_section_runs_offline(tmp_path: Path) -> None:
     assert re.search(r"^session_\d/r\d+ round \['session_", out, re.M)  # LangChain documents
     assert re.search(r"^session_\d:\d+ \['session_", out, re.M)  # LlamaIndex nodes
     assert (tmp_path / "sgmem-sample" / "manifest.json").exists()
-    # The plain-vs-walked example: the walk changes the top five, and the README shows what it prints.
+    # The plain-vs-walked example: the walk changes the top five, and the guide shows what it prints.
     plain = re.search(r"^plain: +(\[.*\])$", out, re.M)
     walked = re.search(r"^walked: +(\[.*\])$", out, re.M)
     assert plain and walked and plain.group(1) != walked.group(1)
     assert re.search(r"'session_\d+:\d+', [12]\)", walked.group(1))  # a turn reached by the graph walk
-    shown = re.search(r"^```text\n(plain: .*?)^```", section(HEADING), re.M | re.S)
+    shown = re.search(r"^```text\n(plain: .*?)^```", section(HEADING, PAGE), re.M | re.S)
     assert shown and shown.group(1).splitlines() == [plain.group(0), walked.group(0)]

@@ -1,4 +1,4 @@
-"""The README's LangChain section runs as written, offline, in a fresh interpreter."""
+"""The LangChain guide (docs/guides/langchain.md) runs as written, offline, in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from pathlib import Path
 
 from tests.readme_sections import python_blocks, run_section, section
 
-HEADING = "## LangChain"
+PAGE = "docs/guides/langchain.md"
+HEADING = "# LangChain"
 
 
 def test_the_langchain_section_runs_offline(tmp_path: Path) -> None:
-    assert len(python_blocks(section(HEADING))) >= 5
-    run = run_section(HEADING, tmp_path)
+    assert len(python_blocks(section(HEADING, PAGE))) >= 5
+    run = run_section(HEADING, tmp_path, page=PAGE)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     assert "Maya is a charge nurse at Harbourside in Bristol." in out  # the chains answered
