@@ -37,8 +37,8 @@ class GravityQueryBundle(QueryBundle):
     with ``users=`` answer from the KB of ``user_id`` (the fusion retriever also restricts the
     host's searches to that user). Other components see an ordinary ``QueryBundle``.
 
-    Args:
-        query_str: the question.
+    Attributes:
+        query_str: the question (``QueryBundle``'s).
         question_date: a ``date``, a ``datetime`` or an ISO string (kept as a ``date``).
         user_id: the user who asks (:func:`~gravity_core.serving.users.check_user_id` rules); needed by
             components built with ``users=``, ignored by those built with one engine.

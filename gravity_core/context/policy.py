@@ -20,7 +20,7 @@ stays the host's memories and the anchors' part grows with the budget (800 -> 0,
 3,000 -> 650 tokens with the defaults; the query settings' ``token_budget`` caps it).
 
 **Why these defaults** (``gravity eval locomo`` on the dev split, 762 questions, vector host,
-offline extractor, MiniLM; README, "Context policy"): with expansions placed early (``lead`` 1-5)
+offline extractor, MiniLM; docs/design/context-policy.md): with expansions placed early (``lead`` 1-5)
 evidence recall at 800 tokens fell from 0.613 to 0.584-0.606, because the expansions' best hits
 are worth less than the question's own hits up to about rank 25; placed after the question's
 first 25 hits they never lower recall (800: 0.613, unchanged) and raise it at 1,500 (0.699 ->

@@ -226,7 +226,7 @@ class SGMem:
         vectors, since a session is far longer than an embedder reads (MiniLM: 256 tokens).
 
         Raises:
-            Whatever the embedder raises (e.g. ProviderError); the index is then left as it was.
+            ProviderError: or whatever else the embedder raises; the index is then left as it was.
         """
         with self._lock:
             self._resync_if_stale()
