@@ -23,7 +23,7 @@ from gravity_core.prompts.injection import (
     InjectionTemplate,
     escape_text,
 )
-from gravity_core.query.lexicon import Stemmer
+from gravity_core.query.matching import Stemmer
 from gravity_core.query.memo import remember
 from gravity_core.query.types import Blocks, ScoredAnchor
 from gravity_core.schema import (
@@ -608,7 +608,7 @@ def format_blocks(
             :data:`~gravity_core.prompts.injection.DEFAULT_INJECTION`).
         rendered: the KB's render memo (:class:`RenderedAnchors`), kept across queries.
         focus: keyword stems of what the question asks about
-            (:meth:`~gravity_core.query.lexicon.AnchorLexicon.focus`): an anchor with more than it
+            (:meth:`~gravity_core.query.matching.lexicon.AnchorLexicon.focus`): an anchor with more than it
             can show shows first the parts that share one (:meth:`RenderedAnchors.focused`).
 
     Returns:

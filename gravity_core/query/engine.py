@@ -21,7 +21,6 @@ from gravity_core.query.expansion import expand
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex, NumpyAnchorIndex
 from gravity_core.query.index.base import NearestSearch
 from gravity_core.query.index.numpy_index import DEFAULT_IVF
-from gravity_core.query.lexicon import AnchorLexicon
 from gravity_core.query.live import (
     BuilderSource,
     FixedKB,
@@ -31,9 +30,9 @@ from gravity_core.query.live import (
     StoreSource,
     first_reading,
 )
+from gravity_core.query.matching import AnchorLexicon, parse_temporal_query, temporal_event_matches
 from gravity_core.query.selection import select
 from gravity_core.query.state import KBSnapshot
-from gravity_core.query.temporal_match import parse_temporal_query, temporal_event_matches
 from gravity_core.query.types import AnchorContext, ScoredAnchor
 from gravity_core.schema import AnchorKind, KnowledgeBase
 from gravity_core.storage.anchor_vectors import EXPANSION_KIND, AnchorVectors, KindVectors
@@ -276,7 +275,10 @@ class GravityEngine:
 
     @property
     def lexicon(self) -> AnchorLexicon:
-        """The native-matching tables of the KB served now."""
+        """The native-matching tables of the KB served now, under the default weights.
+
+        A query reweighs them by its ``QueryConfig.weights`` (:meth:`AnchorLexicon.reweighted`).
+        """
         return self._view.snapshot.lexicon
 
     @property
@@ -394,7 +396,7 @@ class GravityEngine:
         self, served: KBSnapshot, question: str, vector: np.ndarray, cfg: QueryConfig, today: date
     ) -> list[ScoredAnchor]:
         selected: list[ScoredAnchor] = []
-        lexicon, index = served.lexicon, served.index
+        lexicon, index = served.lexicon.reweighted(cfg.weights), served.index
         named = cache(partial(lexicon.participants, question))
         kinds = [kind for kind in _ORDER if kind in cfg.modules]
         nearest: dict[AnchorKind, list[tuple[str, float]]] = {}

@@ -15,7 +15,7 @@ from gravity_core.embeddings.base import Embedder
 from gravity_core.query.blocks import RenderedAnchors
 from gravity_core.query.expansion import ExpansionTexts
 from gravity_core.query.index import AnchorIndex
-from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.query.matching import AnchorLexicon
 from gravity_core.query.stored_expansions import StoredExpansions
 from gravity_core.schema import KnowledgeBase
 from gravity_core.storage.anchor_vectors import KindVectors, summary_vectors

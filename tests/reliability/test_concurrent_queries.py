@@ -23,10 +23,10 @@ from gravity_core.embeddings import HashingEmbedder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
-from gravity_core.query import lexicon
-from gravity_core.query.config import QueryConfig
+from gravity_core.query.config import MatchWeights, QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import AnchorIndex, ChromaAnchorIndex
+from gravity_core.query.matching import lexicon, names
 from gravity_core.query.recipes import PRESETS
 from gravity_core.query.types import AnchorContext
 from gravity_core.storage.store import AnchorStore
@@ -56,6 +56,8 @@ QUESTIONS = [
     "",
 ]
 CONFIGS = [PRESETS[name] for name in ("full", "+EV", "+T", "-rerank", "-expansion")]
+# Other matching weights: the engine makes the lexicon's variant at the first query that asks for them.
+CONFIGS.append(PRESETS["full"].model_copy(update={"weights": MatchWeights(holder=0.7, key_fact=0.6)}))
 
 
 def jobs() -> list[tuple[str, QueryConfig]]:
@@ -109,7 +111,7 @@ def test_threads_get_the_sequential_answers(
     kb_dir: Path, hashing: HashingEmbedder, caches: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if caches == "tiny caches":
-        monkeypatch.setattr(lexicon, "_FUZZY_CACHE_SIZE", 2)
+        monkeypatch.setattr(names, "_FUZZY_CACHE_SIZE", 2)
         monkeypatch.setattr(lexicon, "_PARSE_CACHE_SIZE", 2)
     work = jobs()
     expected = sequential(fresh(kb_dir, hashing), work)

@@ -8,7 +8,8 @@ Biscuit"); their type is read from that context first, then from the name's head
 possessed relation nouns with a name ("my sister Lena", "her little boy Theo", "Lena, my sister") and
 from verbs with a named object ("work at", "live in", "moved to", "joined"); attributes are noun
 phrases read off the parse ("I'm a nurse" -> occupation: nurse, "I love pottery" -> likes: pottery),
-never clause fragments.
+never clause fragments. The word lists these readings use are data (``data/entity_words.toml``, read at
+the first extraction by :func:`~gravity_core.extract.offline.entity_words.entity_words`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gravity_core.extract.offline.clauses import phrase
+from gravity_core.extract.offline.entity_words import entity_words
 from gravity_core.extract.offline.parsing import ParsedTurn
 from gravity_core.extract.offline.text import (
     NON_NAME_WORDS,
@@ -29,7 +31,6 @@ from gravity_core.extract.offline.text import (
     PLACE_WORDS,
     lowercase_vocabulary,
     normalize_quotes,
-    word_set,
 )
 from gravity_core.schema import (
     AttributeObservation,
@@ -52,134 +53,6 @@ adapters (``gravity_core.serving.messages.DEFAULT_SPEAKERS``), "assistant" in Lo
 so it gets no entity profile, and what it says of itself ("I'd recommend ...") is nobody's attribute;
 the entities its turns mention are kept. A named assistant ("Nova") is a speaker like any other."""
 
-# Relation words after "my": canonical relation name.
-_RELATIONS: dict[str, str] = {
-    "sister": "sister",
-    "sis": "sister",
-    "brother": "brother",
-    "bro": "brother",
-    "sibling": "sibling",
-    "mom": "mother",
-    "mum": "mother",
-    "mother": "mother",
-    "mommy": "mother",
-    "mama": "mother",
-    "dad": "father",
-    "father": "father",
-    "daddy": "father",
-    "papa": "father",
-    "husband": "husband",
-    "hubby": "husband",
-    "wife": "wife",
-    "partner": "partner",
-    "spouse": "spouse",
-    "boyfriend": "boyfriend",
-    "girlfriend": "girlfriend",
-    "fiance": "fiance",
-    "fiancee": "fiance",
-    "son": "son",
-    "daughter": "daughter",
-    "kid": "child",
-    "kids": "child",
-    "child": "child",
-    "children": "child",
-    "baby": "child",
-    "stepson": "stepson",
-    "stepdaughter": "stepdaughter",
-    "friend": "friend",
-    "friends": "friend",
-    "bestie": "best_friend",
-    "best friend": "best_friend",
-    "buddy": "friend",
-    "pal": "friend",
-    "boss": "boss",
-    "manager": "boss",
-    "colleague": "colleague",
-    "coworker": "colleague",
-    "co-worker": "colleague",
-    "cousin": "cousin",
-    "aunt": "aunt",
-    "auntie": "aunt",
-    "uncle": "uncle",
-    "niece": "niece",
-    "nephew": "nephew",
-    "grandma": "grandmother",
-    "grandmother": "grandmother",
-    "granny": "grandmother",
-    "nana": "grandmother",
-    "grandpa": "grandfather",
-    "grandfather": "grandfather",
-    "grandson": "grandson",
-    "granddaughter": "granddaughter",
-    "mentor": "mentor",
-    "teacher": "teacher",
-    "coach": "coach",
-    "neighbor": "neighbor",
-    "neighbour": "neighbor",
-    "roommate": "roommate",
-    "teammate": "teammate",
-    "classmate": "classmate",
-    "stepmom": "stepmother",
-    "stepdad": "stepfather",
-    "therapist": "therapist",
-    "doctor": "doctor",
-    "landlord": "landlord",
-    "ex": "ex",
-}
-_OCCUPATIONS = word_set(
-    """
-nurse teacher doctor physician surgeon engineer developer programmer designer artist painter sculptor
-writer author novelist poet journalist reporter editor photographer musician singer songwriter dancer
-choreographer chef cook baker student lawyer attorney accountant counselor counsellor therapist
-psychologist psychiatrist firefighter officer cop soldier veteran pilot driver mechanic electrician
-plumber carpenter farmer scientist researcher professor lecturer tutor coach trainer athlete player
-gamer streamer youtuber blogger vlogger influencer entrepreneur founder ceo manager consultant analyst
-architect pharmacist dentist vet veterinarian paramedic librarian cashier barista waiter waitress
-bartender volunteer activist politician filmmaker director actor actress producer screenwriter comedian
-model stylist hairdresser barber realtor intern retiree freelancer instructor mentor worker assistant
-clerk technician secretary caregiver nanny babysitter homemaker administrator official councilman
-councilwoman representative senator mayor pastor minister priest rabbi banker broker investor trader
-salesman saleswoman marketer recruiter illustrator animator composer drummer guitarist pianist violinist
-rapper dj host podcaster coder tester scrum captain sergeant lieutenant guard forward center centre
-midfielder defender goalkeeper goalie striker pitcher catcher quarterback receiver linebacker shortstop
-point mom dad parent grandparent
-"""
-)
-_NOT_OCCUPATIONS = word_set(
-    """
-believer fan lover supporter fighter sucker member part bit lot mess person natural beginner winner
-loser survivor dreamer thinker doer go-getter worrier planner procrastinator introvert extrovert morning
-night owl homebody fighter warrior keeper reader learner listener talker
-"""
-)
-_RELATIONS.update(
-    {
-        "physio": "physio",
-        "physiotherapist": "physio",
-        "boy": "son",
-        "girl": "daughter",
-        "twin": "child",
-        "twins": "child",
-    }
-)
-_PET_WORDS = word_set(
-    """
-dog dogs cat cats pet puppy pup kitten kitty bunny rabbit hamster parrot bird fish turtle horse pony
-snake lizard ferret goldfish beagle labrador lab poodle terrier spaniel collie retriever greyhound whippet
-pug husky corgi dachshund tabby
-"""
-)
-_EVENT_WORDS = word_set(
-    """
-marathon half festival race 5k 10k parkrun award awards prize tournament championship championships cup
-concert conference
-convention fair expo show party wedding gala league olympics
-"""
-)
-# Named venues are places one goes to, even when a company runs them.
-_VENUE_WORDS = word_set(
-    "cafe café coffee house shed gym bar pub restaurant bistro diner bakery kitchen hall inn"
-)
 _NER_TYPES: dict[str, EntityType] = {
     "PERSON": EntityType.PERSON,
     "ORG": EntityType.ORGANIZATION,
@@ -190,40 +63,7 @@ _NER_TYPES: dict[str, EntityType] = {
     "PRODUCT": EntityType.OBJECT,
     "EVENT": EntityType.OTHER,
 }
-_NAMED_VERBS = frozenset({"call", "name"})
-_LIKE_VERBS = frozenset({"love", "like", "enjoy", "adore"})
-_PLACE_VERBS: dict[tuple[str, str], tuple[str, EntityType]] = {
-    ("work", "at"): ("works_at", EntityType.ORGANIZATION),
-    ("work", "for"): ("works_at", EntityType.ORGANIZATION),
-    ("work", "in"): ("works_at", EntityType.ORGANIZATION),
-    ("study", "at"): ("studies_at", EntityType.ORGANIZATION),
-    ("start", "at"): ("works_at", EntityType.ORGANIZATION),
-    ("live", "in"): ("lives_in", EntityType.PLACE),
-    ("move", "to"): ("lives_in", EntityType.PLACE),
-}
-_JOIN_VERBS = frozenset({"join"})
 _VALUE_MODIFIERS = frozenset({"amod", "compound", "nmod", "nummod", "poss"})
-_SKIP_MODIFIERS = word_set("only new old little big first last other same own whole very real actual current")
-_HEDGES = frozenset({"would", "could", "might", "may", "'d"})
-_STATUSES = word_set("married engaged single divorced separated widowed")
-_DISLIKE_VERBS = frozenset({"hate", "dislike", "detest", "loathe"})
-_CHILD_WORDS = word_set("kid child son daughter")
-_TAKE_UP_VERBS = frozenset({"take", "start", "begin", "pick"})
-_IDENTITY_WORDS = word_set(
-    "transgender trans gay lesbian bisexual bi queer nonbinary non-binary asexual pansexual genderqueer"
-    " genderfluid"
-)
-_NOT_ACTIVITIES = word_set("go be have do get make think feel look try take give say tell see want need let")
-_NOT_LIKED = word_set("it that this them him her you everything anything something one ones idea way")
-_START_VERBS = frozenset({"start", "begin"})
-# Objects (lemmas) that name no activity: "putting a lot into", "spending time", "crossing fingers".
-_VAGUE_OBJECTS = word_set("lot ton bit few time way thing stuff finger care advice chance level deal")
-# Verbs that say nothing as a bare gerund: "I've been working", "I've been doing".
-_LIGHT_VERBS = word_set(
-    "work help keep put find spend wait deal miss set leave check use struggle figure speak plan consider"
-    " play"
-)
-_FIRST = frozenset({"i", "we"})
 _MAX_NAME_WORDS = 5
 _MAX_VALUE_WORDS = 6
 # A speaker's short form is this long ("Jo", "Mel", "Caro"): a longer prefix is likelier another name.
@@ -235,24 +75,6 @@ _WORDED = 100
 _PLACED = 3
 _RECOGNIZED = 1
 _NOT_NAMES = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT"})
-_MOTION_VERBS = frozenset(
-    {
-        "go",
-        "move",
-        "fly",
-        "drive",
-        "travel",
-        "head",
-        "come",
-        "return",
-        "walk",
-        "run",
-        "ride",
-        "take",
-        "get",
-        "trip",
-    }
-)
 _SPLIT = re.compile(r"\s*(?:,|&|\band\b)\s*")
 _LEADING = re.compile(r"^(?:the|a|an|my|our|your|his|her|their)\s+", re.IGNORECASE)
 _TRAILING_POSSESSIVE = re.compile(r"(?:'s|')$")
@@ -343,12 +165,13 @@ def _clean_name(text: str) -> str:
 
 def _head_word_type(name: str) -> EntityType | None:
     """The type a name's own words say: "... Hospital" an organization, "... Park" a place."""
+    lists = entity_words()
     words = name.casefold().split()
     if not words:
         return None
-    if words[-1] in _EVENT_WORDS or any(w in _EVENT_WORDS for w in words[-2:]):
+    if words[-1] in lists.event_words or any(w in lists.event_words for w in words[-2:]):
         return EntityType.OTHER
-    if words[-1] in _VENUE_WORDS:
+    if words[-1] in lists.venue_words:
         return EntityType.PLACE
     if words[-1] in ORGANIZATION_WORDS or words[0] in ORGANIZATION_WORDS:
         return EntityType.ORGANIZATION
@@ -358,8 +181,9 @@ def _head_word_type(name: str) -> EntityType | None:
 
 
 def _relation_noun(token: Any) -> str | None:
+    lists = entity_words()
     lemma = token.lemma_.casefold()
-    return _RELATIONS.get(lemma) or _RELATIONS.get(token.lower_)
+    return lists.relations.get(lemma) or lists.relations.get(token.lower_)
 
 
 def _span_name(token: Any, turn: ParsedTurn) -> tuple[str, str | None]:
@@ -378,7 +202,7 @@ def _named(token: Any) -> Any | None:
     for child in token.children:
         if child.dep_ in ("appos", "compound", "npadvmod") and child.pos_ == "PROPN" and child.i > token.i:
             return child
-        if child.dep_ in ("acl", "relcl") and child.lemma_.casefold() in _NAMED_VERBS:
+        if child.dep_ in ("acl", "relcl") and child.lemma_.casefold() in entity_words().named_verbs:
             for grand in child.children:
                 if grand.dep_ in ("oprd", "dobj", "attr", "xcomp", "npadvmod") and grand.pos_ == "PROPN":
                     return grand
@@ -410,7 +234,7 @@ def _object_of_naming(token: Any) -> bool:
     return (
         token.dep_ in ("dobj", "oprd", "xcomp")
         and verb.lemma_.casefold() in ("name", "call")
-        and any(c.dep_ == "nsubj" and c.lower_ in _FIRST for c in verb.children)
+        and any(c.dep_ == "nsubj" and c.lower_ in entity_words().first_person for c in verb.children)
     )
 
 
@@ -601,6 +425,7 @@ class _Batch:
         return self._names
 
     def read(self, turn: ParsedTurn) -> None:
+        lists = entity_words()
         uid = turn.utterance.id
         speaker = self.acc(turn.utterance.speaker)
         speaker.add_source(uid)
@@ -621,14 +446,14 @@ class _Batch:
             ):
                 continue  # "Leith Dog School" names a school, not a dog
             relation = _relation_noun(token)
-            if relation is not None or token.lemma_.casefold() in _PET_WORDS:
+            if relation is not None or token.lemma_.casefold() in lists.pets:
                 linked = self._relation(token, relation, turn)
                 if not linked and relation is None:
                     self.unnamed_pet[speaker.name] = (token.lemma_.casefold(), number)
                 done |= linked
         done |= self._pet_named_later(turn, speaker.name, number)
         for token in turn.doc:
-            if token.lemma_.casefold() in _OCCUPATIONS and token.i not in done:
+            if token.lemma_.casefold() in lists.occupations and token.i not in done:
                 named = _named(token)  # "a nurse called Femi"
                 if named is not None and named.i > token.i:
                     name, _ = _span_name(named, turn)
@@ -666,7 +491,7 @@ class _Batch:
         for token in turn.doc:
             if token.dep_ not in ("nsubj", "nsubjpass") or turn.in_question(token.i):
                 continue
-            if token.lower_ in _FIRST:
+            if token.lower_ in lists.first_person:
                 self._first_person(token.head, speaker, turn)
             elif self.is_person(token, turn):
                 name, _ = _span_name(token, turn)
@@ -697,17 +522,22 @@ class _Batch:
         return set()
 
     def _relation(self, noun: Any, relation: str | None, turn: ParsedTurn) -> set[int]:
+        lists = entity_words()
         first = _named(noun)
         if first is None:
             return set()
-        is_pet = noun.lemma_.casefold() in _PET_WORDS
+        is_pet = noun.lemma_.casefold() in lists.pets
         etype = EntityType.PET if is_pet else EntityType.PERSON
         owner = self.owner(noun, turn)
         if owner is None and noun.dep_ in ("dobj", "attr", "pobj"):
             # "I've been seeing a physio, Ana", "we adopted a beagle called Biscuit"
             verb = noun.head if noun.dep_ != "pobj" else noun.head.head
             subject = next((c for c in verb.children if c.dep_ == "nsubj"), None)
-            owner = turn.utterance.speaker if subject is not None and subject.lower_ in _FIRST else None
+            owner = (
+                turn.utterance.speaker
+                if subject is not None and subject.lower_ in lists.first_person
+                else None
+            )
         done: set[int] = set()
         for target in (first, *(c for c in first.conjuncts if c.pos_ == "PROPN")):  # "twins Layla and Zain"
             name, label = _span_name(target, turn)
@@ -727,10 +557,13 @@ class _Batch:
 
     def _first_person(self, verb: Any, speaker: _Acc, turn: ParsedTurn) -> None:
         """Facts a speaker states about themselves, read off the verb of an "I"/"we" subject."""
+        lists = entity_words()
         uid = turn.utterance.id
         if any(c.dep_ == "neg" for c in verb.children):
             return
-        confidence = WEAK if any(c.dep_ == "aux" and c.lower_ in _HEDGES for c in verb.children) else EXPLICIT
+        confidence = (
+            WEAK if any(c.dep_ == "aux" and c.lower_ in lists.hedges for c in verb.children) else EXPLICIT
+        )
 
         def add(name: str, value: str | None, exclusive: bool = False, weak: bool = False) -> None:
             if value:
@@ -751,7 +584,7 @@ class _Batch:
                 if child.dep_ == "acomp" and child.lower_ == "old":
                     numbers = [t for t in child.subtree if t.like_num]
                     add("age", numbers[0].text if numbers else None, exclusive=True)
-                if child.dep_ in ("acomp", "attr") and child.lower_ in _STATUSES:
+                if child.dep_ in ("acomp", "attr") and child.lower_ in lists.statuses:
                     add("relationship_status", child.lower_, exclusive=True)
                 if child.dep_ == "prep" and child.lower_ == "from" and lemma == "be":
                     add("origin", _object_value(child, turn), exclusive=True)  # "I'm from Ireland"
@@ -760,8 +593,8 @@ class _Batch:
         if lemma == "grow" and any(c.lower_ == "up" for c in children):
             for prep in (c for c in children if c.dep_ == "prep" and c.lower_ in ("in", "on")):
                 add("origin", _object_value(prep, turn), exclusive=True)
-        if lemma in _LIKE_VERBS or lemma in _DISLIKE_VERBS:
-            name = "likes" if lemma in _LIKE_VERBS else "dislikes"
+        if lemma in lists.like_verbs or lemma in lists.dislike_verbs:
+            name = "likes" if lemma in lists.like_verbs else "dislikes"
             for child in children:
                 add(name, _liked(child, turn))
             return
@@ -771,17 +604,17 @@ class _Batch:
                     add("used_to", _verb_phrase(child))
         if lemma == "have":
             for child in children:
-                if child.dep_ == "dobj" and child.lemma_.casefold() in _CHILD_WORDS:
+                if child.dep_ == "dobj" and child.lemma_.casefold() in lists.child_words:
                     numbers = [t.text for t in child.children if t.dep_ == "nummod"]
                     add("kids", numbers[0] if numbers else None, exclusive=True)
         # "took up pottery", "started yoga"; not "took my dogs", "took care", "picked a puppy".
-        took_up = lemma in _START_VERBS or any(c.dep_ == "prt" and c.lower_ == "up" for c in children)
-        if lemma in _TAKE_UP_VERBS and took_up:
+        took_up = lemma in lists.start_verbs or any(c.dep_ == "prt" and c.lower_ == "up" for c in children)
+        if lemma in lists.take_up_verbs and took_up:
             for child in children:
                 if (
                     child.dep_ == "dobj"
                     and child.pos_ == "NOUN"
-                    and child.lemma_.casefold() not in _VAGUE_OBJECTS
+                    and child.lemma_.casefold() not in lists.vague_objects
                     and not any(c.dep_ == "det" for c in child.children)
                 ):
                     add("activity", _chunk_value(child, turn))  # "I took up pottery", not "started the class"
@@ -789,20 +622,21 @@ class _Batch:
                     add("activity", _verb_phrase(child))  # "I started surfing"
         if (
             verb.tag_ == "VBG"
-            and lemma not in _NOT_ACTIVITIES
+            and lemma not in lists.not_activities
             and verb.dep_ != "relcl"  # "the song I've been working on": its object is outside it
             and "have" in {c.lemma_.casefold() for c in children if c.dep_ == "aux"}
             and not any(c.dep_ == "dobj" for c in children)
         ):
             done = _verb_phrase(verb)  # "I've been painting for 7 years"
-            if done is not None and (" " in done or lemma not in _LIGHT_VERBS):  # not "I've been working"
+            # Not a bare light verb: "I've been working".
+            if done is not None and (" " in done or lemma not in lists.light_verbs):
                 add("activity", done)
-        if verb.tag_ == "VBG" and lemma not in _NOT_ACTIVITIES:
+        if verb.tag_ == "VBG" and lemma not in lists.not_activities:
             objects = [c for c in children if c.dep_ == "dobj" and c.pos_ in ("NOUN", "PROPN")]
             if (
                 objects
-                and objects[0].lower_ not in _NOT_LIKED
-                and objects[0].lemma_.casefold() not in _VAGUE_OBJECTS
+                and objects[0].lower_ not in lists.not_liked
+                and objects[0].lemma_.casefold() not in lists.vague_objects
             ):
                 name = "studies" if lemma == "study" else "activity"  # "I'm learning the cello"
                 add(
@@ -843,7 +677,9 @@ class _Batch:
                         if obj.dep_ == "pobj" and obj.pos_ == "PROPN":
                             self._fact(speaker, ("works_at", EntityType.ORGANIZATION), obj, turn)
         modifiers = [
-            c for c in noun.children if c.dep_ in ("amod", "compound") and c.lower_ in _IDENTITY_WORDS
+            c
+            for c in noun.children
+            if c.dep_ in ("amod", "compound") and c.lower_ in entity_words().identity_words
         ]
         if modifiers:
             add("identity", f"{modifiers[0].lower_} {noun.lower_}")
@@ -854,19 +690,20 @@ class _Batch:
 
     def _place_facts(self, verb: Any, subject: _Acc, turn: ParsedTurn) -> None:
         """ "work at X", "live in X", "moved to X", "joined X": where the subject works, lives, belongs."""
+        lists = entity_words()
         if any(c.dep_ == "neg" for c in verb.children):
             return
         lemma = verb.lemma_.casefold()
         for prep in verb.children:
             if prep.dep_ != "prep":
                 continue
-            fact = _PLACE_VERBS.get((lemma, prep.lower_))
+            fact = lists.place_verbs.get((lemma, prep.lower_))
             if fact is None or (lemma == "start" and any(c.dep_ == "dobj" for c in verb.children)):
                 continue  # "started the class at Kiln House" is no job
             for obj in prep.children:
                 if obj.dep_ == "pobj" and obj.pos_ == "PROPN":
                     self._fact(subject, fact, obj, turn)
-        if lemma in _JOIN_VERBS:
+        if lemma in lists.join_verbs:
             for obj in verb.children:
                 if obj.dep_ == "dobj" and obj.pos_ == "PROPN":
                     self._fact(subject, ("member_of", EntityType.ORGANIZATION), obj, turn)
@@ -930,7 +767,7 @@ def _after_place_preposition(token: Any) -> bool:
     prep = token.head.lower_
     if prep in ("in", "at", "from", "near", "around", "outside"):
         return True
-    return prep in ("to", "into") and token.head.head.lemma_.casefold() in _MOTION_VERBS
+    return prep in ("to", "into") and token.head.head.lemma_.casefold() in entity_words().motion_verbs
 
 
 def _noun_value(noun: Any) -> str:
@@ -943,7 +780,7 @@ def _noun_value(noun: Any) -> str:
             t.head.i == noun.i
             and t.dep_ in _VALUE_MODIFIERS
             and t.dep_ != "poss"
-            and t.lower_ not in _SKIP_MODIFIERS
+            and t.lower_ not in entity_words().skip_modifiers
         )
         or (t.dep_ == "compound" and t.head.dep_ == "compound")
     ]
@@ -952,7 +789,8 @@ def _noun_value(noun: Any) -> str:
 
 
 def _occupation(noun: Any) -> str | None:
-    if noun.lemma_.casefold() not in _OCCUPATIONS or noun.lemma_.casefold() in _NOT_OCCUPATIONS:
+    lists = entity_words()
+    if noun.lemma_.casefold() not in lists.occupations or noun.lemma_.casefold() in lists.not_occupations:
         return None
     return _noun_value(noun).casefold()
 
@@ -973,7 +811,7 @@ def _chunk_value(noun: Any, turn: ParsedTurn) -> str:
         if t.dep_ not in ("det", "predet")
         and not (t.dep_ == "poss" and t.pos_ == "PRON")
         and not (t.dep_ == "case" and t.head.pos_ == "PRON")
-        and t.lower_ not in _SKIP_MODIFIERS
+        and t.lower_ not in entity_words().skip_modifiers
     ]
     return phrase(words) or noun.text
 
@@ -1024,7 +862,7 @@ def _whole_phrases(token: Any, room: int, skip: set[int], *, right_only: bool = 
 def _liked(child: Any, turn: ParsedTurn) -> str | None:
     """The thing or activity liked: a noun phrase object or a gerund phrase ("love running")."""
     if child.dep_ == "dobj" and child.pos_ in ("NOUN", "PROPN"):
-        if child.lower_ in _NOT_LIKED:
+        if child.lower_ in entity_words().not_liked:
             return None
         return _chunk_value(child, turn)
     if child.dep_ == "xcomp" and child.tag_ == "VBG" and child.lemma_.casefold() not in ("be", "have"):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tomllib
 from datetime import UTC, datetime
+from importlib import resources
 
 import pytest
 
 from gravity_core.extract.offline.entities import extract_entities
+from gravity_core.extract.offline.entity_words import entity_words, parse_entity_words
 from gravity_core.extract.offline.parsing import parse_batch
 from gravity_core.extract.offline.text import split_sentences
 from gravity_core.schema import (
@@ -591,3 +596,37 @@ def test_an_activity_is_whole_phrases_without_a_stranded_preposition() -> None:
     ann = _speaker_facts("I've been searching for my keys for the whole morning.")
     # Six words at most, and never half a phrase ("searching for my keys for the").
     assert _attrs(ann, "activity") == ["searching for my keys"]
+
+
+# --------------------------------------------------------------------------------- word lists
+
+
+def test_the_word_lists_are_read_at_the_first_extraction_not_at_import() -> None:
+    script = (
+        "import gravity_core.extract.offline.entities\n"
+        "from gravity_core.extract.offline.entity_words import entity_words\n"
+        "assert entity_words.cache_info().currsize == 0\n"
+        "words = entity_words()\n"
+        "assert words is entity_words()\n"
+        "print(words.relations['mum'], *words.place_verbs['move', 'to'], 'nurse' in words.occupations)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["mother", "lives_in", "place", "True"]
+
+
+def test_the_word_lists_file_must_name_exactly_the_known_lists() -> None:
+    text = (
+        resources.files("gravity_core.extract.offline")
+        .joinpath("data", "entity_words.toml")
+        .read_text("utf-8")
+    )
+    data = tomllib.loads(text)
+    assert parse_entity_words(data) == entity_words()
+    for broken in (
+        {**data, "words": {**data["words"], "pet_words": "dog"}},
+        {**data, "words": {k: v for k, v in data["words"].items() if k != "pets"}},
+        {k: v for k, v in data.items() if k != "relations"},
+        {**data, "place_verbs": {"work at": ["works_at"]}},
+    ):
+        with pytest.raises(ValueError):
+            parse_entity_words(broken)

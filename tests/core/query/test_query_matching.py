@@ -1,4 +1,4 @@
-"""Native matching of questions against anchors: gravity_core.query.lexicon."""
+"""Native matching of questions against anchors: gravity_core.query.matching."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from gravity_core.build.builder import AnchorBuilder
 from gravity_core.extract.offline.keywords import content_tokens
-from gravity_core.query import lexicon as lexicon_module
-from gravity_core.query.lexicon import AnchorLexicon, Stemmer, stem
+from gravity_core.query.config import MatchWeights, QueryConfig
+from gravity_core.query.engine import GravityEngine
+from gravity_core.query.matching import AnchorLexicon, Stemmer, stem
+from gravity_core.query.matching import ranking as ranking_module
+from gravity_core.query.recipes import FULL
 from gravity_core.schema import (
+    AnchorKind,
     ArcSnapshot,
     Attribute,
     EntityAnchor,
@@ -377,15 +383,93 @@ def test_participant_only_events_prefer_the_latest() -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_the_largest_scores_are_found_above_a_sampled_threshold_or_by_a_full_partial_sort(seed: int) -> None:
-    """_largest gives the same indices as a partial sort of every key, whatever the keys' spread."""
+    """largest gives the same indices as a partial sort of every key, whatever the keys' spread."""
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(lexicon_module._SAMPLED_MIN, 120_000))
+    n = int(rng.integers(ranking_module._SAMPLED_MIN, 120_000))
     levels = [rng.random(4), rng.random(300), rng.random(n)][seed % 3]
     scores = rng.choice(levels, n)
     if seed % 4 == 3:  # the best scores all at the end, where a strided sample sees few of them
         scores = np.sort(scores)
-    keys = scores + lexicon_module._ties(n)  # distinct, as scores plus tie offsets always are
+    keys = scores + ranking_module.ties(n)  # distinct, as scores plus tie offsets always are
     for limit in (1, 7, 50, 400, 5_000):
-        found = lexicon_module._largest(keys, limit)
+        found = ranking_module.largest(keys, limit)
         assert found.size == limit
         assert set(found.tolist()) == set(np.argpartition(-keys, limit - 1)[:limit].tolist())
+
+
+# ------------------------------------------------------------------------------------- weights
+
+
+def test_the_weights_are_data_of_the_hashable_query_config() -> None:
+    assert QueryConfig().weights == MatchWeights()
+    changed = QueryConfig(weights={"holder": 0.7})  # type: ignore[arg-type]
+    assert changed.weights == MatchWeights(holder=0.7)
+    assert len({QueryConfig(), QueryConfig(), changed, FULL}) == 2  # cache keys
+    assert MatchWeights().event_participant == 1.0 - 0.7
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"alias": 1.5},
+        {"fuzzy_cutoff": -0.1},
+        {"what": 0.0},  # a keyword field of weight 0 would drop its words from the index
+        {"decay_days": 0.0},
+        {"holder": float("nan")},
+        {"temporal_phrase": 0.5},  # above the participant tier
+        {"temporal_native": 0.2},  # above the contained tier
+    ],
+)
+def test_weights_that_break_the_scoring_are_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        MatchWeights(**bad)
+    with pytest.raises(ValidationError):
+        QueryConfig(weights=bad)  # type: ignore[arg-type]
+
+
+def test_reweighting_shares_the_tables_and_matches_a_lexicon_built_with_the_weights(
+    lexicon: AnchorLexicon,
+) -> None:
+    weights = MatchWeights(holder=0.3, key_fact=0.9, what=0.5, event_keywords=0.6, fuzzy_cutoff=0.9)
+    again = lexicon.reweighted(weights)
+    assert lexicon.reweighted(MatchWeights()) is lexicon
+    equal = MatchWeights(holder=0.3, key_fact=0.9, what=0.5, event_keywords=0.6, fuzzy_cutoff=0.9)
+    assert equal is not weights and lexicon.reweighted(equal) is again
+    assert again.timeline is lexicon.timeline
+    built = AnchorLexicon.from_kb(make_kb(), weights)
+    for question in (
+        "Who is the dog Oscar's owner?",
+        "Did Melanie try pottery?",
+        "When did Melanie paint a sunrise?",
+        "What did Carolin research?",
+        "Who works in counseling?",
+    ):
+        assert again.entities(question, 5) == built.entities(question, 5)
+        assert again.events(question, 5) == built.events(question, 5)
+        assert again.topics(question, 5) == built.topics(question, 5)
+
+
+def test_each_weight_moves_its_own_score(lexicon: AnchorLexicon) -> None:
+    question = "Who is the dog Oscar's owner?"
+    holder = lexicon.reweighted(MatchWeights(holder=0.3)).entities(question, 5)
+    assert holder["caroline"] == pytest.approx(0.5 * lexicon.entities(question, 5)["caroline"])
+    assert holder["oscar"] == lexicon.entities(question, 5)["oscar"]
+    # 'Carolin' reads as 'Caroline' at a difflib ratio below 0.95: not a misspelling any more.
+    assert "caroline" not in lexicon.reweighted(MatchWeights(fuzzy_cutoff=0.95)).entities(
+        "What did Carolin research?", 5
+    )
+    facts = lexicon.reweighted(MatchWeights(key_fact=1.0)).topics("Did they roast marshmallows?", 5)
+    assert max(facts.values()) > max(lexicon.topics("Did they roast marshmallows?", 5).values())
+
+
+def test_a_query_config_s_weights_reach_the_engine(sample_kb: AnchorBuilder) -> None:
+    engine = GravityEngine.from_builder(sample_kb, follow=False)
+    native = QueryConfig(rerank=False, expand=False, modules=frozenset({AnchorKind.ENTITY}))
+    lowered = native.model_copy(update={"weights": MatchWeights(name=0.8)})
+    question = "What does Maya do at work?"
+    plain = {a.id: a.score for a in engine.query(question, config=native).anchors}
+    scaled = {a.id: a.score for a in engine.query(question, config=lowered).anchors}
+    maya = max(plain, key=plain.__getitem__)
+    assert plain[maya] == pytest.approx(1.0)
+    assert scaled[maya] == pytest.approx(0.8)
+    assert engine.lexicon.weights == MatchWeights()  # the served lexicon keeps the defaults

@@ -1,4 +1,4 @@
-"""Temporal questions: gravity_core.query.temporal_match."""
+"""Temporal questions: gravity_core.query.matching.temporal."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from datetime import UTC, date, datetime
 import pytest
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.query.lexicon import AnchorLexicon
-from gravity_core.query.temporal_match import TemporalQuery, parse_temporal_query, temporal_event_matches
+from gravity_core.query.matching import (
+    AnchorLexicon,
+    TemporalQuery,
+    parse_temporal_query,
+    temporal_event_matches,
+)
 from gravity_core.schema import EntityAnchor, EntityType, EventAnchor, KnowledgeBase, TimeRef
 from gravity_core.schema.time import Granularity
 
@@ -236,9 +240,10 @@ def test_overlap_index_finds_long_and_straddling_events() -> None:
     kb.events.update({year.id: year, straddle.id: straddle})
     lexicon = AnchorLexicon.from_kb(kb)
     first, last = date(2021, 5, 1).toordinal(), date(2021, 5, 31).toordinal()
-    for people in ([], ["caroline"]):
-        found = {lexicon.event_ids[p] for p in lexicon.events_overlapping(first, last, people)}
+    timeline = lexicon.timeline
+    for people in (None, timeline.people(["caroline"])):
+        found = {timeline.event_ids[p] for p in timeline.overlapping(first, last, people)}
         assert found == {"c-year", "c-straddle"}
-    assert lexicon.events_overlapping(first, last, ["melanie"]).size == 0
+    assert timeline.overlapping(first, last, timeline.people(["melanie"])).size == 0
     tq = parse_temporal_query("What did Caroline do in May 2021?", REF)
     assert [e for e, _ in temporal_event_matches(kb, tq, lexicon, {}, 5)] == ["c-straddle", "c-year"]

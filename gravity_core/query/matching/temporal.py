@@ -3,8 +3,10 @@
 :func:`parse_temporal_query` reads a question once: the absolute intervals it names ('in May
 2023', 'last year' against a reference day), whether it asks for a time at all ('When did...'),
 and 'before X' / 'after X' relations. :func:`temporal_event_matches` turns that into events,
-using the date arrays and indexes of an :class:`~gravity_core.query.lexicon.AnchorLexicon`, so a
-dated event is found even when its wording is far from the question's.
+using the event timeline and the matching of an
+:class:`~gravity_core.query.matching.lexicon.AnchorLexicon`, so a dated event is found even when its
+wording is far from the question's. The scores are made of the lexicon's
+:class:`~gravity_core.query.config.MatchWeights`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from gravity_core.errors import ConfigurationError
-from gravity_core.query.lexicon import AnchorLexicon
+from gravity_core.query.config import MatchWeights
+from gravity_core.query.matching.lexicon import AnchorLexicon
+from gravity_core.query.matching.timeline import EventTimeline
 from gravity_core.storage.packed_kb import KBReader
 from gravity_core.temporal import find_time_expressions
 
@@ -44,14 +48,7 @@ _NOT_A_PIVOT = frozenset({"that", "this", "then", "now", "it", "which", "all", "
 # A time phrase ending this close before 'before'/'after' modifies it ('the weekend before X').
 _MODIFIER_GAP = 2
 
-# Display scores of interval matches: participants, then phrase dates, then fit and native score.
-_W_PARTICIPANT = 0.5
-_W_PHRASE = 0.3
-_W_CONTAINED = 0.1
-_W_NATIVE = 0.1
 _TIE_EPS = 1e-6
-# Relative matches: 1 / (1 + days / _DECAY_DAYS).
-_DECAY_DAYS = 30.0
 
 
 @dataclass(frozen=True)
@@ -146,7 +143,7 @@ def temporal_event_matches(
     Args:
         kb: The KB the lexicon was built from.
         tq: The parsed question (:func:`parse_temporal_query`).
-        lexicon: The KB's lexicon (event dates and participants).
+        lexicon: The KB's lexicon (timeline, participants and weights).
         candidates: Native event candidates of the question, ``{event_id: score in [0, 1]}``.
         limit: At most this many events.
 
@@ -155,16 +152,17 @@ def temporal_event_matches(
     """
     if limit <= 0 or not tq.is_temporal or not lexicon.event_ids:
         return []
+    timeline, weights = lexicon.timeline, lexicon.weights
     question_people = lexicon.participants(tq.question) if tq.question else []
     out: dict[str, float] = {}
     if tq.intervals:
-        _add(out, _interval_matches(tq, lexicon, candidates, question_people, limit), limit)
+        _add(out, _interval_matches(tq, timeline, weights, candidates, question_people, limit), limit)
     for kind, phrase in tq.relative:
         if len(out) >= limit:
             break
         _add(out, _relative_matches(kb, tq, kind, phrase, lexicon, question_people, limit), limit)
     if tq.intent and len(out) < limit:
-        _add(out, _intent_matches(lexicon, candidates, limit), limit)
+        _add(out, _intent_matches(timeline, weights, candidates, limit), limit)
     return list(out.items())
 
 
@@ -175,27 +173,31 @@ def _add(out: dict[str, float], matches: list[tuple[str, float]], limit: int) ->
         out.setdefault(event_id, score)
 
 
-def _overlapping(tq: TemporalQuery, lexicon: AnchorLexicon, people: list[str]) -> npt.NDArray[np.intp]:
-    return lexicon.union(
-        [lexicon.events_overlapping(f.toordinal(), t.toordinal(), people) for f, t in tq.intervals]
+def _overlapping(
+    tq: TemporalQuery, timeline: EventTimeline, people: list[int] | None
+) -> npt.NDArray[np.intp]:
+    return timeline.union(
+        [timeline.overlapping(f.toordinal(), t.toordinal(), people) for f, t in tq.intervals]
     )
 
 
 def _interval_matches(
     tq: TemporalQuery,
-    lexicon: AnchorLexicon,
+    timeline: EventTimeline,
+    weights: MatchWeights,
     candidates: Mapping[str, float],
     people: list[str],
     limit: int,
 ) -> list[tuple[str, float]]:
-    dates = lexicon.event_dates
+    dates = timeline.dates
     # Events of the named participants rank first: when they fill the slots, no other counts.
-    positions = _overlapping(tq, lexicon, people) if people else np.empty(0, dtype=np.intp)
+    named = timeline.people(people)
+    positions = _overlapping(tq, timeline, named) if people else np.empty(0, dtype=np.intp)
     if positions.size >= limit:
         involved = np.ones(positions.size, dtype=np.bool_)
     else:
-        positions = _overlapping(tq, lexicon, [])
-        involved = lexicon.involves(positions, people)
+        positions = _overlapping(tq, timeline, None)
+        involved = timeline.involves(positions, named)
     if positions.size == 0:
         return []
     starts, ends = dates.start[positions], dates.end[positions]
@@ -204,40 +206,41 @@ def _interval_matches(
         contained |= (starts >= first.toordinal()) & (ends <= last.toordinal())
     tier = 4 * involved.astype(np.int8) + 2 * dates.phrase[positions].astype(np.int8) + contained
     if positions.size > limit:
-        # Only the best tiers can reach the top `limit`: drop the rest before scoring.
+        # Only the best tiers can reach the top `limit` (MatchWeights checks the weights rank so):
+        # drop the rest before scoring.
         counts = np.bincount(tier, minlength=8)
         floor = int(np.flatnonzero(np.cumsum(counts[::-1]) >= limit)[0])
         keep = tier >= 7 - floor
         positions, starts, ends = positions[keep], starts[keep], ends[keep]
         involved, contained = involved[keep], contained[keep]
-    native = _native_scores(lexicon, candidates, positions)
+    native = _native_scores(timeline, candidates, positions)
     score = (
-        _W_PARTICIPANT * involved
-        + _W_PHRASE * dates.phrase[positions]
-        + _W_CONTAINED * contained
-        + _W_NATIVE * native
+        weights.temporal_participant * involved
+        + weights.temporal_phrase * dates.phrase[positions]
+        + weights.temporal_contained * contained
+        + weights.temporal_native * native
     )
     # Ties: the narrower interval, then the later event.
     span = (ends - starts).astype(np.float64)
-    rank = score + _TIE_EPS / (1.0 + span) + _TIE_EPS * 1e-3 * positions / max(1, len(lexicon.event_ids))
-    return _best(lexicon, positions, score, rank, limit)
+    rank = score + _TIE_EPS / (1.0 + span) + _TIE_EPS * 1e-3 * positions / max(1, len(timeline.event_ids))
+    return _best(timeline, positions, score, rank, limit)
 
 
 def _native_scores(
-    lexicon: AnchorLexicon, candidates: Mapping[str, float], positions: npt.NDArray[np.intp]
+    timeline: EventTimeline, candidates: Mapping[str, float], positions: npt.NDArray[np.intp]
 ) -> npt.NDArray[np.float64]:
     """The candidates' native scores at ``positions``, 0 for the others."""
-    found = [(lexicon.event_position(e), v) for e, v in candidates.items()]
+    found = [(timeline.position(e), v) for e, v in candidates.items()]
     pairs = [(p, min(1.0, max(0.0, float(v)))) for p, v in found if p is not None]
     if not pairs:
         return np.zeros(positions.size, dtype=np.float64)
-    dense = np.zeros(len(lexicon.event_ids), dtype=np.float64)  # lazily zeroed pages: cheap
+    dense = np.zeros(len(timeline.event_ids), dtype=np.float64)  # lazily zeroed pages: cheap
     dense[[p for p, _ in pairs]] = [v for _, v in pairs]
     return dense[positions]
 
 
 def _best(
-    lexicon: AnchorLexicon,
+    timeline: EventTimeline,
     positions: npt.NDArray[np.intp],
     score: npt.NDArray[np.float64],
     rank: npt.NDArray[np.float64],
@@ -247,7 +250,7 @@ def _best(
         part = np.argpartition(-rank, limit - 1)[:limit]
         positions, score, rank = positions[part], score[part], rank[part]
     order = np.argsort(-rank, kind="stable")
-    return [(lexicon.event_ids[int(positions[i])], min(1.0, float(score[i]))) for i in order]
+    return [(timeline.event_ids[int(positions[i])], min(1.0, float(score[i]))) for i in order]
 
 
 def _relative_matches(
@@ -259,7 +262,8 @@ def _relative_matches(
     people: list[str],
     limit: int,
 ) -> list[tuple[str, float]]:
-    dates = lexicon.event_dates
+    timeline = lexicon.timeline
+    dates = timeline.dates
     participants = list(people)
     pivot_pos = -1  # a date pivot has no position
     reference = tq.reference or lexicon.latest_day
@@ -270,7 +274,7 @@ def _relative_matches(
         pivot_day = (first if kind == "before" else last).toordinal()
     else:
         best = lexicon.match_event(phrase, people)
-        pos = lexicon.event_position(best) if best is not None else None
+        pos = timeline.position(best) if best is not None else None
         if best is None or pos is None:
             logger.debug("no event matches %r", phrase)
             return []
@@ -280,7 +284,8 @@ def _relative_matches(
             participants = list(event.who_ids)
     # The closest events lie next to the pivot in each participant's chronology; a window
     # of a few times `limit` leaves room for same-day and overlapping events.
-    positions = lexicon.events_around(participants, pivot_day, 4 * limit + 16)
+    around = timeline.people(participants) if participants else None
+    positions = timeline.around(around, pivot_day, 4 * limit + 16)
     starts, ends = dates.start[positions], dates.end[positions]
     # Same-day events of an event pivot count by conversation order (the KB keeps it).
     same_day = (starts == pivot_day) & (positions != pivot_pos) & (pivot_pos >= 0)
@@ -293,23 +298,24 @@ def _relative_matches(
     positions, distance = positions[keep], distance[keep].astype(np.float64)
     if positions.size == 0:
         return []
-    score = 1.0 / (1.0 + distance / _DECAY_DAYS)
+    score = 1.0 / (1.0 + distance / lexicon.weights.decay_days)
     # Ties: phrase-dated events first, then the closer in conversation order.
     closeness = 1.0 / (1.0 + np.abs(positions - max(pivot_pos, 0)))
     rank = score + _TIE_EPS * dates.phrase[positions] + _TIE_EPS * 1e-3 * closeness
-    return _best(lexicon, positions, score, rank, limit)
+    return _best(timeline, positions, score, rank, limit)
 
 
 def _intent_matches(
-    lexicon: AnchorLexicon, candidates: Mapping[str, float], limit: int
+    timeline: EventTimeline, weights: MatchWeights, candidates: Mapping[str, float], limit: int
 ) -> list[tuple[str, float]]:
+    base, by_native = weights.temporal_intent, 1.0 - weights.temporal_intent
     scored: list[tuple[float, int, str]] = []
     for order, (event_id, native) in enumerate(candidates.items()):
-        pos = lexicon.event_position(event_id)
+        pos = timeline.position(event_id)
         if pos is None:
             continue
         value = min(1.0, max(0.0, float(native)))
-        phrase = bool(lexicon.event_dates.phrase[pos])
-        scored.append(((0.5 + 0.5 * value) if phrase else 0.5 * value, order, event_id))
+        phrase = bool(timeline.dates.phrase[pos])
+        scored.append(((base + by_native * value) if phrase else by_native * value, order, event_id))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [(event_id, score) for score, _, event_id in scored[:limit]]
