@@ -197,8 +197,10 @@ def _span_name(token: Any, turn: ParsedTurn) -> tuple[str, str | None]:
 
 
 def _named(token: Any) -> Any | None:
-    """The proper noun that names a relation or species noun: "sister Lena", "Lena, my sister",
-    "a beagle called Biscuit"."""
+    """The proper noun that names a relation or species noun.
+
+    "sister Lena", "Lena, my sister", "a beagle called Biscuit".
+    """
     for child in token.children:
         if child.dep_ in ("appos", "compound", "npadvmod") and child.pos_ == "PROPN" and child.i > token.i:
             return child
@@ -271,8 +273,11 @@ class _Batch:
         return self.accs[key]
 
     def name_of(self, name: str) -> str:
-        """The entity a name refers to: a known name or alias, a speaker's short form ("Mel" for
-        Melanie, "Jo" for Joanna), else the name itself."""
+        """The entity a name refers to.
+
+        A known name or alias, a speaker's short form ("Mel" for Melanie, "Jo" for Joanna), else
+        the name itself.
+        """
         known = self.canonical.get(name.casefold())
         if known is not None:
             return known
@@ -335,8 +340,11 @@ class _Batch:
         return None
 
     def merge_short_forms(self) -> None:
-        """A one-word name that starts exactly one longer name of the batch or KB ("Carol" and "Carol
-        Hughes", "Harbourside" and "Harbourside Children's Hospital") is that entity, under an alias."""
+        """Map one-word names that start exactly one longer name to that entity, under an alias.
+
+        "Carol" and "Carol Hughes", "Harbourside" and "Harbourside Children's Hospital", in the
+        batch or the KB.
+        """
         longer: dict[str, set[str]] = {}
         full_names = [a.name for a in self.accs.values()] + list(self.canonical.values())
         for name in full_names:
@@ -407,9 +415,11 @@ class _Batch:
         return found[-1] if len(found) == 1 else None
 
     def _proper_names(self, turn: ParsedTurn) -> list[tuple[str, int, int]]:
-        """The names of the turn's proper nouns (compound parts aside) in order of first appearance,
-        each with the token of its first appearance and of its first as a recognized PERSON
-        (``len(doc)`` if none); read once per turn."""
+        """The names of the turn's proper nouns (compound parts aside), in order of first appearance.
+
+        Each comes with the token of its first appearance and of its first as a recognized PERSON
+        (``len(doc)`` if none); read once per turn.
+        """
         if self._names_turn is not turn:
             never = len(turn.doc)
             names: dict[str, list[int]] = {}
@@ -499,8 +509,10 @@ class _Batch:
                     self._place_facts(token.head, self.acc(name), turn)
 
     def _pet_named_later(self, turn: ParsedTurn, speaker: str, number: int) -> set[int]:
-        """ "Her name's Coco", "We named her Luna": the name of the pet the speaker spoke of in
-        this turn (the speaker's ``number``-th) or their previous one."""
+        """The name given to the pet the speaker spoke of in this turn or their previous one.
+
+        "Her name's Coco", "We named her Luna"; the turn is the speaker's ``number``-th.
+        """
         pet = self.unnamed_pet.get(speaker)
         if pet is None or number - pet[1] > 1:
             return set()
@@ -653,7 +665,7 @@ class _Batch:
         self._place_facts(verb, speaker, turn)
 
     def _favorite(self, noun: Any, speaker: _Acc, turn: ParsedTurn) -> None:
-        """ "My favorite book is 'Salt Roads'" -> favorite_book: Salt Roads."""
+        """A favourite: "My favorite book is 'Salt Roads'" -> favorite_book: Salt Roads."""
         if not any(c.dep_ == "poss" and c.lower_ in ("my", "our") for c in noun.children):
             return
         verb = noun.head
@@ -689,7 +701,7 @@ class _Batch:
                     add("likes", _object_value(prep, turn))
 
     def _place_facts(self, verb: Any, subject: _Acc, turn: ParsedTurn) -> None:
-        """ "work at X", "live in X", "moved to X", "joined X": where the subject works, lives, belongs."""
+        """Where the subject works, lives or belongs: "work at X", "live in X", "moved to X", "joined X"."""
         lists = entity_words()
         if any(c.dep_ == "neg" for c in verb.children):
             return
@@ -739,8 +751,10 @@ _MAX_CAPTION_WORDS = 14
 
 
 def attachment_caption(attachment: str) -> str | None:
-    """What a shared photo shows, from its caption: "image: a photo of a dog on a beach" -> "a dog on a
-    beach"."""
+    """What a shared photo shows, from its caption.
+
+    "image: a photo of a dog on a beach" -> "a dog on a beach".
+    """
     text = _CAPTION_LEAD.sub("", _CAPTION_LABEL.sub("", normalize_quotes(attachment).strip()))
     return " ".join(text.split()[:_MAX_CAPTION_WORDS]).strip(" .,;") or None
 
@@ -760,8 +774,11 @@ def _hyphenated(ent: Any) -> str:
 
 
 def _after_place_preposition(token: Any) -> bool:
-    """Whether a name is where something happens: after "in"/"at"/"from"/"near", or "to" after a verb
-    of motion ("moved to Lyon", not "talked to Lena")."""
+    """Whether a name is where something happens.
+
+    After "in"/"at"/"from"/"near", or "to" after a verb of motion ("moved to Lyon", not "talked to
+    Lena").
+    """
     if token.dep_ != "pobj":
         return False
     prep = token.head.lower_
@@ -796,8 +813,10 @@ def _occupation(noun: Any) -> str | None:
 
 
 def _chunk_value(noun: Any, turn: ParsedTurn) -> str:
-    """The noun phrase a noun heads, as written, without determiners and possessives: "live music",
-    "Becoming Nicole", "reading Charlotte's Web"."""
+    """The noun phrase a noun heads, as written, without determiners and possessives.
+
+    "live music", "Becoming Nicole", "reading Charlotte's Web".
+    """
     if noun.pos_ == "PROPN":
         name, _ = _span_name(noun, turn)
         return name
@@ -823,8 +842,10 @@ def _object_value(prep: Any, turn: ParsedTurn) -> str | None:
 
 
 def _verb_phrase(verb: Any) -> str | None:
-    """A verb with its objects and prepositional phrases, as said, without clauses of its own:
-    "go horseback riding with my dad", "painting for 7 years"."""
+    """A verb with its objects and prepositional phrases, as said, without clauses of its own.
+
+    "go horseback riding with my dad", "painting for 7 years".
+    """
     skip = {
         t.i
         for c in verb.children
@@ -838,9 +859,12 @@ def _verb_phrase(verb: Any) -> str | None:
 
 
 def _whole_phrases(token: Any, room: int, skip: set[int], *, right_only: bool = False) -> list[Any] | None:
-    """``token`` with as many of its right dependents as fit in ``room`` words, each whole or cut
-    only after a phrase of its own, never leaving a preposition without its object ("searching
-    for my keys", not "searching for my keys for the"); ``None`` when not even that fits."""
+    """``token`` with as many of its right dependents as fit in ``room`` words.
+
+    Each dependent is whole or cut only after a phrase of its own, never leaving a preposition
+    without its object ("searching for my keys", not "searching for my keys for the"); ``None`` when
+    not even that fits.
+    """
     out = [] if right_only else [t for c in token.lefts if c.i not in skip for t in c.subtree]
     out.append(token)
     if len(out) > room:

@@ -75,8 +75,10 @@ QUESTION_STEMS = frozenset(stem(w) for w in _QUESTION_WORDS.split())
 
 
 class Stemmer:
-    """Keyword stems of texts (the :func:`stem` of each content word's lemma, three letters or more),
-    with bounded memos of each lemma's and each word's stem (``None``: not a keyword).
+    """Keyword stems of texts, with bounded memos of each lemma's and each word's stem.
+
+    A keyword is the :func:`stem` of a content word's lemma of three letters or more (a memo of
+    ``None``: not a keyword).
 
     A KB's vocabulary is small and stemming is not free: an anchor's texts come to a few hundred
     words, most of them seen before. Safe to share between threads (two may stem a word twice).

@@ -215,8 +215,10 @@ class NameTable:
         return hit[0], hit[1] * weights.fuzzy
 
     def match(self, raw: list[tuple[str, bool]], weights: MatchWeights) -> NameMatch:
-        """The entities ``raw`` (:func:`name_tokens`) names with their scores, the token positions
-        they used, and the resolved forms of the tokens."""
+        """The entities ``raw`` (:func:`name_tokens`) names, with their scores.
+
+        Also the token positions they used, and the resolved forms of the tokens.
+        """
         resolved = [self._resolve_token(w, weights) for w, _ in raw]
         forms = [f for f, _ in resolved]
         named: dict[int, float] = {}
