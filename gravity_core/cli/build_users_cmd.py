@@ -29,7 +29,7 @@ from gravity_core.serving.many_users import (
     build_users,
     conversations_in,
 )
-from gravity_core.storage.store import write_json_atomic
+from gravity_core.storage.files import write_json_atomic
 
 __all__ = ["build_users_cmd"]
 

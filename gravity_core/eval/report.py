@@ -10,7 +10,7 @@ from typing import Any
 
 from gravity_core.eval.results import OVERALL, EvalResults
 from gravity_core.eval.settings import HOST_ALONE
-from gravity_core.storage.store import write_json_atomic
+from gravity_core.storage.files import write_json_atomic
 
 __all__ = ["RESULTS_FILE", "REPORT_FILE", "markdown_report", "write_outputs"]
 

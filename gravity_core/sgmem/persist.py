@@ -39,7 +39,7 @@ from gravity_core.sgmem.graph import SentenceGraph
 from gravity_core.sgmem.memories import Memory
 from gravity_core.sgmem.state import VECTOR_KINDS, SGMemState
 from gravity_core.sgmem.units import DialogueUnits
-from gravity_core.storage.files import read_npy, write_npy
+from gravity_core.storage.files import read_npy, write_json_atomic, write_npy
 from gravity_core.storage.generation_dirs import (
     WRITER_LOCK,
     check_output_folder,
@@ -52,7 +52,6 @@ from gravity_core.storage.generation_dirs import (
     writer_lock,
 )
 from gravity_core.storage.os_errors import check_writable, os_errors
-from gravity_core.storage.store import write_json_atomic
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "is_sgmem_dir", "load_state", "save_state"]
 

@@ -1,4 +1,5 @@
-"""The file writes of KB and SGMem folders: temp names with the user's mode, and every byte by ``os.write``.
+"""The file writes of KB and SGMem folders: temp names with the user's mode, every byte by ``os.write``,
+atomic replacement, and the digest of what was written.
 
 ``tempfile.mkstemp`` and ``mkdtemp`` create 0600 files and 0700 folders. Everything a KB holds is
 written through a temp name, so with them a KB's JSON files and generation folders were private
@@ -8,12 +9,19 @@ the user's umask.
 Every byte a store writes goes through :func:`write_all` (``os.write``), ``.npy`` files included
 (:func:`write_npy` writes numpy's header, then the array's memory, without a copy): a full disk
 or any other refusal is an ``OSError`` with its errno, never numpy's errno-less short write.
+
+A file that replaces another is written to a temp name in the same folder, fsynced, then renamed
+over it (:func:`write_bytes_atomic`, :func:`write_json_atomic`): a reader sees the old file or the
+new one. Each write returns the :data:`DIGEST` of the bytes written, as a generation's checksum
+list records them (:mod:`gravity_core.storage.checksums`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import json
 import os
 import re
 import secrets
@@ -26,16 +34,25 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "DIGEST",
     "NpyRows",
     "RowReader",
+    "digest_bytes",
+    "digest_file",
     "map_npy",
     "new_temp_dir",
     "new_temp_file",
     "read_npy",
     "read_npy_file",
     "write_all",
+    "write_bytes_atomic",
+    "write_json_atomic",
     "write_npy",
+    "write_npy_file",
 ]
+
+#: The digest a KB keeps of its files (:func:`digest_bytes`).
+DIGEST = "blake2b-128"
 
 # The header ``np.lib.format`` writes: keys sorted, a Python dict literal.
 _NPY_HEADER = re.compile(
@@ -83,6 +100,65 @@ def write_all(fd: int, data: bytes | memoryview, path: str | os.PathLike[str] | 
         if exc.filename is None and path is not None:
             exc.filename = os.fspath(path)
         raise
+
+
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> str:
+    """Write ``data`` as JSON to ``path`` through a temp file in the same folder and ``os.replace``.
+
+    Compact unless ``indent`` is given (the C encoder: several times faster than an indented dump).
+
+    Returns:
+        The digest of the bytes written (:func:`digest_bytes`).
+    """
+    separators = None if indent is not None else (",", ":")
+    encoded = json.dumps(data, ensure_ascii=False, indent=indent, separators=separators).encode("utf-8")
+    return write_bytes_atomic(path, encoded)
+
+
+def write_bytes_atomic(path: Path, encoded: bytes) -> str:
+    """Write ``encoded`` to ``path`` as :func:`write_json_atomic` does; returns its digest."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = new_temp_file(path, f".{path.name}.")
+    try:
+        try:
+            write_all(fd, encoded, path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return digest_bytes(encoded)
+
+
+def write_npy_file(path: Path, matrix: Any) -> str:
+    """Write a float32 ``.npy`` file (a new one); returns its digest."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        written = write_npy(fd, np.asarray(matrix, dtype=np.float32), path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return digest_bytes(*written)
+
+
+def digest_bytes(*pieces: bytes | memoryview) -> str:
+    """The :data:`DIGEST` of ``pieces`` one after the other (as one file holding them)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for piece in pieces:
+        digest.update(piece)
+    return digest.hexdigest()
+
+
+def digest_file(path: Path) -> str:
+    """The :data:`DIGEST` of the file at ``path``, read in chunks."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_npy(

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from gravity_core.errors import StorageAccessError
 
-__all__ = ["check_writable", "describe_os_error", "os_errors", "storage_error"]
+__all__ = ["check_writable", "describe_os_error", "folder_os_errors", "os_errors", "storage_error"]
 
 _FULL = "free some space, then run it again: a build resumes from its last checkpoint"
 _HINTS: dict[int, str] = {
@@ -93,6 +95,31 @@ def os_errors(folder: Path | str, *, kind: str = "KB folder", action: str = "wri
         yield
     except OSError as exc:
         raise storage_error(exc, folder, kind=kind, action=action) from exc
+
+
+class _InFolder(Protocol):
+    directory: Path
+
+
+_S = TypeVar("_S", bound=_InFolder)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def folder_os_errors(
+    action: str,
+) -> Callable[[Callable[Concatenate[_S, _P], _R]], Callable[Concatenate[_S, _P], _R]]:
+    """Run a method of a store with its ``directory``'s OS errors told by :func:`os_errors`."""
+
+    def wrap(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+        @functools.wraps(method)
+        def guarded(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with os_errors(self.directory, action=action):
+                return method(self, *args, **kwargs)
+
+        return guarded
+
+    return wrap
 
 
 def check_writable(folder: Path, *, kind: str = "KB folder") -> None:
