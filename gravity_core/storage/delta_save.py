@@ -1,5 +1,6 @@
-"""The delta half of a save: reading the base a delta generation would follow, planning the delta
-(:func:`~gravity_core.storage.generation_delta.plan_delta`) and writing it.
+"""The delta half of a save: the base a delta would follow, the delta's plan, and its writing.
+
+The plan is :func:`~gravity_core.storage.generation_delta.plan_delta`'s.
 
 A save given what changed asks :func:`plan_save` for a plan; ``None`` (no current generation to
 follow, a delta that would be large, a base written by an older version or damaged since, a KB

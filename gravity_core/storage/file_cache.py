@@ -55,9 +55,11 @@ class RecordedFiles:
                 used.add(path)
 
     def write_entry(self, path: Path, entry: object) -> None:
-        """Write ``entry`` as JSON at ``path`` atomically (a temporary file, then ``os.replace``), so
-        concurrent writers never leave half an entry. A failure is logged and ignored: a cache is an
-        optimization, not a store."""
+        """Write ``entry`` as JSON at ``path`` atomically (a temporary file, then ``os.replace``).
+
+        Concurrent writers never leave half an entry. A failure is logged and ignored: a cache is an
+        optimization, not a store.
+        """
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = new_temp_file(path, ".")
@@ -73,8 +75,10 @@ class RecordedFiles:
 
 
 def link_on_the_way(folder: Path, root: Path) -> Path | None:
-    """The first symbolic link from ``root`` (excluded) down to ``folder`` and its subfolders one
-    level down, or ``None``; ``folder`` must lie lexically below ``root``."""
+    """The first symbolic link from ``root`` (excluded) down to ``folder``, or ``None``.
+
+    ``folder``'s subfolders one level down count too; ``folder`` must lie lexically below ``root``.
+    """
     relative = Path(os.path.abspath(folder)).relative_to(os.path.abspath(root))
     path = Path(os.path.abspath(root))
     for part in relative.parts:

@@ -1,5 +1,6 @@
-"""The file writes of KB and SGMem folders: temp names with the user's mode, every byte by ``os.write``,
-atomic replacement, and the digest of what was written.
+"""The file writes of KB and SGMem folders, and the digests of what was written.
+
+Temp names with the user's mode, every byte by ``os.write``, atomic replacement.
 
 ``tempfile.mkstemp`` and ``mkdtemp`` create 0600 files and 0700 folders. Everything a KB holds is
 written through a temp name, so with them a KB's JSON files and generation folders were private
@@ -291,9 +292,11 @@ class RowReader(Protocol):
     """Rows of a 2-D matrix read on demand (:class:`NpyRows`, or rows gathered from two of them)."""
 
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The matrix's shape."""
 
-    def read(self, rows: npt.NDArray[np.intp]) -> np.ndarray: ...
+    def read(self, rows: npt.NDArray[np.intp]) -> np.ndarray:
+        """The rows at ``rows``, in that order."""
 
 
 class NpyRows:

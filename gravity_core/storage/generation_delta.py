@@ -96,6 +96,7 @@ class DeltaIndex:
     kinds: dict[str, KindDelta]
 
     def to_json(self) -> dict[str, Any]:
+        """The plan as ``delta.json`` records it."""
         return {
             "format": _FORMAT,
             "base": self.base,
@@ -146,6 +147,7 @@ class DeltaPlan:
     rows: dict[str, np.ndarray] = field(default_factory=dict)
 
     def nbytes(self) -> int:
+        """The bytes the delta writes: its records and its vector rows."""
         return sum(len(body) for body in self.records.values()) + sum(r.nbytes for r in self.rows.values())
 
 
@@ -172,9 +174,12 @@ def plan_delta(
     """The delta of ``kb`` and ``vectors`` over ``base``, or ``None`` when a full generation is due.
 
     Args:
+        kb: the KB to save.
+        vectors: its anchor vectors.
         changed: the items changed since the current generation.
         earlier: when the current generation is a delta over ``base``, its items per part
             (id -> JSON): they changed since the base too.
+        base: the full generation the delta would follow.
         max_share: the largest delta written, as a share of the base's bytes.
     """
     records: dict[str, bytes] = {}

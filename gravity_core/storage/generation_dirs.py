@@ -56,6 +56,7 @@ _MANIFEST_TMP = re.compile(r"^\.manifest\.json\.[a-z0-9_]{8}\.tmp$")
 
 
 def generation_folder(directory: Path, generation: int) -> Path:
+    """The folder of generation ``generation`` in the KB folder ``directory``."""
     return directory / f"g{generation:06d}"
 
 
@@ -206,6 +207,8 @@ def check_output_folder(
     Called when ``directory`` has no manifest.
 
     Args:
+        directory: the KB folder.
+        fmt: the store's format name, as its generation markers record it.
         own_names: file and folder names the store itself writes there (lock, cache).
         rollback_hint: what to say when generation folders remain without a manifest.
 

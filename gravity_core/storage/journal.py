@@ -1,4 +1,4 @@
-"""A KB folder's checkpoint journal: what a build changed since the last generation, appended.
+r"""A KB folder's checkpoint journal: what a build changed since the last generation, appended.
 
 Writing the whole KB at every checkpoint made a build's time grow with the square of the
 conversation's length. A checkpoint appends one line instead, holding only the utterances,

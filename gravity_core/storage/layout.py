@@ -61,21 +61,35 @@ def kb_generations(directory: Path) -> list[int]:
 
 
 class SavableKB(Protocol):
-    """What a save needs of a KB: each part as JSON (``"utterances"``, ``"entities"``, ``"events"``,
-    ``"topics"``, ``"summaries"``: an object of records by id; ``"build"``: the build info) and how
-    many records each holds. :class:`~gravity_core.schema.KnowledgeBase` is one."""
+    """What a save needs of a KB: each part as JSON and how many records each holds.
+
+    The parts are ``"utterances"``, ``"entities"``, ``"events"``, ``"topics"``, ``"summaries"`` (an
+    object of records by id) and ``"build"`` (the build info).
+    :class:`~gravity_core.schema.KnowledgeBase` is one.
+    """
 
     @property
-    def utterances(self) -> Sized: ...
+    def utterances(self) -> Sized:
+        """The utterances (their number is recorded)."""
+
     @property
-    def entities(self) -> Sized: ...
+    def entities(self) -> Sized:
+        """The entity anchors (their number is recorded)."""
+
     @property
-    def events(self) -> Sized: ...
+    def events(self) -> Sized:
+        """The event anchors (their number is recorded)."""
+
     @property
-    def topics(self) -> Sized: ...
+    def topics(self) -> Sized:
+        """The topic anchors (their number is recorded)."""
+
     @property
-    def summaries(self) -> Sized: ...
-    def part_json(self, part: str) -> bytes: ...
+    def summaries(self) -> Sized:
+        """The session summaries (their number is recorded)."""
+
+    def part_json(self, part: str) -> bytes:
+        """Part ``part`` (e.g. ``"events"``) as JSON bytes."""
 
 
 @dataclass

@@ -62,8 +62,10 @@ class JournalMismatch(AnchorStoreError):
 
 
 def load_current(directory: Path, read: Callable[[int, str | None], LoadedKB[K]]) -> LoadedKB[K]:
-    """The current generation, read by ``read(generation, checksums digest)``, retrying while
-    writers replace it; a load error says which earlier generation still loads."""
+    """The current generation, read by ``read(generation, checksums digest)``.
+
+    It retries while writers replace it; a load error says which earlier generation still loads.
+    """
     for _ in range(_LOAD_TRIES):
         manifest = read_manifest(directory)
         current: int = manifest["generation"]
@@ -190,8 +192,10 @@ def read_delta_index(folder: Path, check: Checks | None = None) -> DeltaIndex | 
 
 
 def base_of(directory: Path, generation: int) -> int | None:
-    """The full generation a delta generation links its unchanged files from (``None``: a full
-    generation, or one whose ``delta.json`` cannot be read)."""
+    """The full generation a delta generation links its unchanged files from.
+
+    ``None`` for a full generation, or one whose ``delta.json`` cannot be read.
+    """
     with os_errors(directory, action="read"):
         try:
             delta = read_delta_index(generation_folder(directory, generation))

@@ -77,22 +77,28 @@ class KBReader(Protocol):
     """What the query path reads of a KB: each part by id. A ``KnowledgeBase`` is one."""
 
     @property
-    def utterances(self) -> Mapping[str, Utterance]: ...
+    def utterances(self) -> Mapping[str, Utterance]:
+        """The utterances, by id."""
 
     @property
-    def entities(self) -> Mapping[str, EntityAnchor]: ...
+    def entities(self) -> Mapping[str, EntityAnchor]:
+        """The entity anchors, by id."""
 
     @property
-    def events(self) -> Mapping[str, EventAnchor]: ...
+    def events(self) -> Mapping[str, EventAnchor]:
+        """The event anchors, by id."""
 
     @property
-    def topics(self) -> Mapping[str, TopicAnchor]: ...
+    def topics(self) -> Mapping[str, TopicAnchor]:
+        """The topic anchors, by id."""
 
     @property
-    def summaries(self) -> Mapping[str, SummaryRecord]: ...
+    def summaries(self) -> Mapping[str, SummaryRecord]:
+        """The session summaries, by id."""
 
     @property
-    def build(self) -> BuildInfo: ...
+    def build(self) -> BuildInfo:
+        """The build info."""
 
 
 def json_members(raw: bytes) -> Iterator[tuple[str, bytes]]:

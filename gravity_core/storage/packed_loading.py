@@ -1,6 +1,9 @@
-"""Reading a generation for queries: its records kept as compressed JSON (:mod:`.packed_kb`), every
-record validated and every file checked as :mod:`.loading` does for a whole KB; its vectors
-mapped, read as float16 or without their digests as the query engine asks."""
+"""Reading a generation for queries: records kept as compressed JSON, vectors as the engine asks.
+
+The records are kept by :mod:`.packed_kb`, every record validated and every file checked as
+:mod:`.loading` does for a whole KB; the vectors are mapped, read as float16 or without their
+digests.
+"""
 
 from __future__ import annotations
 

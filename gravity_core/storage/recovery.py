@@ -33,10 +33,12 @@ logger = logging.getLogger(__name__)
 
 
 def finish_interrupted_writes(directory: Path) -> set[int]:
-    """Restore damaged generation markers (:func:`repair_markers`); remove what a killed save
-    left (its staging folder, a half-deleted generation), also when this writer saves nothing;
-    and finish a forget killed before it deleted what came before it: the generations older
-    than the newest one that began a new history, and a journal that followed one of them.
+    """Repair what killed writers left in ``directory``.
+
+    Restore damaged generation markers (:func:`repair_markers`); remove what a killed save left
+    (its staging folder, a half-deleted generation), also when this writer saves nothing; and
+    finish a forget killed before it deleted what came before it: the generations older than the
+    newest one that began a new history, and a journal that followed one of them.
 
     Returns:
         The generations whose markers were restored.

@@ -51,8 +51,10 @@ def save_generation(
     changed: KBChanges | None,
     delta_share: float,
 ) -> int:
-    """Write ``kb`` and ``vectors`` as the generation after ``previous`` (the current one) and make it
-    current; returns its number. The caller holds the writer lock. See :meth:`AnchorStore.save`."""
+    """Write ``kb`` and ``vectors`` as the generation after ``previous`` and make it current.
+
+    Returns its number. The caller holds the writer lock. See :meth:`AnchorStore.save`.
+    """
     plan = None
     if (
         changed is not None
@@ -108,8 +110,10 @@ def _write_full(folder: Path, kb: SavableKB, vectors: AnchorVectors) -> None:
 
 
 def _remove_page(directory: Path) -> None:
-    """Delete the explorer page ``gravity show`` wrote into the folder (before a forget's
-    generation becomes current: the page shows the turns forgotten)."""
+    """Delete the explorer page ``gravity show`` wrote into the folder.
+
+    Done before a forget's generation becomes current: the page shows the turns forgotten.
+    """
     page = directory / PAGE
     if page.is_symlink() or not page.is_file():
         return

@@ -85,6 +85,7 @@ class AnchorStore:
         """A store of the KB folder ``directory``.
 
         Args:
+            directory: the KB folder.
             delta_share: a save given what changed writes a delta generation while the delta
                 holds at most this share of its base's bytes (see :meth:`save`); ``0`` writes
                 only full generations, which share no file with each other.
@@ -222,8 +223,10 @@ class AnchorStore:
             )
 
     def base_of(self, generation: int) -> int | None:
-        """The full generation a delta generation links its unchanged files from (``None``: a full
-        generation, or one whose ``delta.json`` cannot be read)."""
+        """The full generation a delta generation links its unchanged files from.
+
+        ``None`` for a full generation, or one whose ``delta.json`` cannot be read.
+        """
         return base_of(self.directory, generation)
 
     @folder_os_errors("read")

@@ -1,5 +1,6 @@
-"""A store's hold on its folder's writer lock: one writer at a time, and the thread that holds it
-through a store may take it again (a save inside a build).
+"""A store's hold on its folder's writer lock: one writer at a time.
+
+The thread that holds it through a store may take it again (a save inside a build).
 
 The lock itself is a file lock (:func:`.generation_dirs.writer_lock`), held across processes,
 stores and threads. Taking it checks the folder can be written before anything else is done, and

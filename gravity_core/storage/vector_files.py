@@ -1,6 +1,8 @@
-"""A generation's anchor vectors on disk: ``vectors.json`` (each kind's ids and text digests) and
-one float32 ``vectors-<kind>.npy`` per kind; in a delta generation, its base's files with the rows
-that changed (:mod:`gravity_core.storage.generation_delta`).
+"""A generation's anchor vectors on disk.
+
+``vectors.json`` holds each kind's ids and text digests, and one float32 ``vectors-<kind>.npy`` per
+kind the rows; a delta generation holds its base's files with the rows that changed
+(:mod:`gravity_core.storage.generation_delta`).
 
 A kind is read whole, mapped from its file (rows paged in as a query reads them), or read as
 float16 with its float32 rows left in the file for exact scores (``KindVectors.exact_rows``).
@@ -139,8 +141,10 @@ def read_vectors(
 
 
 def read_matrix(path: Path, check: Checks | None, mode: str) -> np.ndarray:
-    """A vector file: ``mapped`` (its digest checked by streaming it, not by holding it), read as
-    float16 (``half``), or ``read`` whole."""
+    """A vector file, ``mapped``, read as float16 (``half``) or ``read`` whole.
+
+    A mapped file's digest is checked by streaming it, not by holding it.
+    """
     try:
         if mode == "mapped":
             if check is not None:
