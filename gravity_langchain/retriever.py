@@ -206,7 +206,7 @@ class GravityRetriever(BaseRetriever):
         call = self._call(k, fetch_k, question_date, user_id, kwargs)
         embeddings = self._embeddings()
         plan = run_plan(
-            self._steps(query, call),
+            self._steps(query, call, embeddings),
             embed_question=lambda text: embeddings.embed_query(text),  # type: ignore[union-attr]
             ask=lambda vector: call.ask(query, vector),
             embed_texts=lambda texts: self._embed(embeddings, texts),
@@ -252,7 +252,7 @@ class GravityRetriever(BaseRetriever):
             call = await asyncio.to_thread(self._call, k, fetch_k, question_date, user_id, kwargs)
         embeddings = self._embeddings()
         plan = await arun_plan(
-            self._steps(query, call),
+            self._steps(query, call, embeddings),
             embed_question=lambda text: embeddings.aembed_query(text),  # type: ignore[union-attr]
             ask=lambda vector: call.aask(query, vector),
             embed_texts=lambda texts: self._aembed(embeddings, texts),
@@ -284,9 +284,8 @@ class GravityRetriever(BaseRetriever):
     def _embeddings(self) -> Embeddings | None:
         return None if self.vector_store is None else self.vector_store.embeddings
 
-    def _steps(self, query: str, call: RetrievalCall) -> PlanSteps:
+    def _steps(self, query: str, call: RetrievalCall, embeddings: Embeddings | None) -> PlanSteps:
         """The search plan of ``query``: a retriever's own settings decide how much each search brings."""
-        embeddings = self._embeddings()
         return plan_searches(
             query,
             policy=self.policy,
