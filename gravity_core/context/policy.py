@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from gravity_core.context.fusion import DEFAULT_RRF_C
+from gravity_core.context.provenance import SourcedAnchor, SourceTurn
 from gravity_core.context.window import BudgetShare
 from gravity_core.errors import ConfigurationError
+from gravity_core.schema import AnchorKind
 
 __all__ = ["DEFAULT_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
 
@@ -44,14 +46,19 @@ T = TypeVar("T")
 
 QUESTION = "question"
 EXPANSION = "expansion"
+PROVENANCE = "provenance"
+
+_Pick = tuple[Hashable, str]
 
 
 @dataclass(frozen=True)
 class QueryHit:
-    """One query that found a document: ``query`` is ``"question"`` or ``"expansion"``.
+    """One query that found a document: ``query`` is ``"question"``, ``"expansion"`` or ``"provenance"``.
 
     ``index`` is the expansion's number (0 for the question), ``rank`` the document's rank in that
-    query's results (from 1).
+    query's results (from 1). A document fetched by provenance has the anchor that names it as a
+    source as ``text`` (``"event:e12"``), the anchor's number among those fetched as ``index`` and
+    its place among the fetched turns as ``rank``.
     """
 
     query: str
@@ -70,8 +77,8 @@ class MergedHit(Generic[T]):
 
     Attributes:
         item: the host's document (or node, or passage).
-        slot: ``"question"`` when it holds one of the question's places, ``"expansion"`` when an
-            expansion added it.
+        slot: ``"question"`` when it holds one of the question's places, ``"provenance"`` when it
+            was fetched as a selected anchor's source, ``"expansion"`` when an expansion added it.
         score: its reciprocal-rank score over every query that found it, ``sum(1 / (c + rank))``
             (the question's list weighted like the others); informative only, the order is the
             policy's.
@@ -106,6 +113,11 @@ class ContextPolicy:
         min_anchor_tokens: a smaller share than this gives the anchors nothing: the instruction
             and block tags leave it room for one or two items, worth less than the host's turns
             they would displace.
+        source_kinds: the anchors whose sources are fetched, kind by kind in this order.
+        sources_per_anchor: source turns fetched per anchor at most (0: no retrieval by provenance).
+        source_lead: the question's hits that come before any fetched source turn.
+        source_every: after ``source_lead``, every ``source_every``-th place is a source turn's
+            (0: source turns are not placed).
     """
 
     lead: int = 25
@@ -115,12 +127,22 @@ class ContextPolicy:
     anchor_share: float = 0.25
     host_reserve: int = 400
     min_anchor_tokens: int = 150
+    source_kinds: tuple[AnchorKind, ...] = (AnchorKind.EVENT,)
+    sources_per_anchor: int = 2
+    source_lead: int = 5
+    source_every: int = 2
 
     def __post_init__(self) -> None:
         if self.lead < 0 or self.every < 0 or self.depth < 1 or self.rrf_c < 0:
             raise ConfigurationError(
                 f"ContextPolicy needs lead >= 0, every >= 0, depth >= 1, rrf_c >= 0; got {self}"
             )
+        if min(self.sources_per_anchor, self.source_lead, self.source_every) < 0:
+            raise ConfigurationError(
+                f"ContextPolicy needs sources_per_anchor, source_lead and source_every >= 0; got {self}"
+            )
+        if len(set(self.source_kinds)) != len(self.source_kinds):
+            raise ConfigurationError(f"ContextPolicy's source_kinds repeat a kind: {self.source_kinds}")
         if not 0.0 <= self.anchor_share < 1.0 or self.host_reserve < 0 or self.min_anchor_tokens < 0:
             raise ConfigurationError(
                 "ContextPolicy needs 0 <= anchor_share < 1, host_reserve >= 0 and min_anchor_tokens >= 0;"
@@ -138,8 +160,11 @@ class ContextPolicy:
         key: Callable[[T], Hashable],
         *,
         top_n: int | None = None,
+        sourced: Sequence[tuple[str, T]] = (),
     ) -> list[MergedHit[T]]:
-        """The question's hits with the expansions' additions, best first (see the module doc).
+        """The question's hits with the source turns' and the expansions' additions, best first.
+
+        See the module doc.
 
         Args:
             question: the question's text (recorded in ``found_by``).
@@ -148,6 +173,8 @@ class ContextPolicy:
             expansion_hits: one result list per expansion, best first.
             key: what makes two results the same document.
             top_n: how many to return (all when ``None``).
+            sourced: the documents fetched by provenance, in :meth:`source_turns` order, each with
+                the label of the anchor that named it.
 
         Raises:
             ConfigurationError: ``expansions`` and ``expansion_hits`` differ in length, or
@@ -157,14 +184,40 @@ class ContextPolicy:
             raise ConfigurationError(f"{len(expansion_hits)} result lists for {len(expansions)} expansions")
         if top_n is not None and top_n < 1:
             raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
-        found = _found_by(question, question_hits, expansions, expansion_hits, key)
+        found = _found_by(question, question_hits, expansions, expansion_hits, key, sourced)
         stream = self._expansion_stream([_unique(hits, key)[: self.depth] for hits in expansion_hits])
-        picks, _ = self._place(_unique(question_hits, key), stream, top_n)
+        own = self._own(_unique(question_hits, key), _unique([item for _, item in sourced], key))
+        picks, _ = self._place(own, stream, top_n)
         merged: list[MergedHit[T]] = []
         for taken, slot in picks:
             hits, item = found[taken]
             merged.append(MergedHit(item, slot, sum(1.0 / (self.rrf_c + h.rank) for h in hits), tuple(hits)))
         return merged
+
+    def places_sources(self, top_n: int) -> bool:
+        """Whether a turn fetched by provenance can take one of ``top_n`` places."""
+        return (
+            self.source_every > 0
+            and self.sources_per_anchor > 0
+            and bool(self.source_kinds)
+            and top_n > self.source_lead
+        )
+
+    def source_turns(self, sources: Sequence[SourcedAnchor]) -> list[SourceTurn]:
+        """The turns to fetch by provenance, in the order they are placed; each utterance once.
+
+        Anchors of ``source_kinds``, kind by kind, in selection order within a kind, each with at
+        most ``sources_per_anchor`` of its sources. Empty when the policy places none.
+        """
+        if self.source_every == 0 or self.sources_per_anchor == 0:
+            return []
+        turns: dict[str, SourceTurn] = {}
+        for kind in self.source_kinds:
+            for anchor in sources:
+                if anchor.kind is kind:
+                    for utterance_id in anchor.utterance_ids[: self.sources_per_anchor]:
+                        turns.setdefault(utterance_id, SourceTurn(utterance_id, anchor.label))
+        return list(turns.values())
 
     def places_expansions(self, top_n: int, fetch: int | None) -> bool:
         """Whether an expansion's hit can take one of ``top_n`` places.
@@ -185,6 +238,7 @@ class ContextPolicy:
         key: Callable[[T], Hashable],
         *,
         top_n: int | None = None,
+        sourced: Sequence[tuple[str, T]] = (),
     ) -> tuple[list[MergedHit[T]], int]:
         """:meth:`merge`, searching the expansions in order only while the merge can take more of their hits.
 
@@ -202,6 +256,7 @@ class ContextPolicy:
             search: expansion ``n``'s results (``n`` from 0), best first.
             key: what makes two results the same document.
             top_n: how many to return (all when ``None``).
+            sourced: the documents fetched by provenance (see :meth:`merge`).
 
         Returns:
             The merged hits, and how many expansions were searched.
@@ -213,7 +268,7 @@ class ContextPolicy:
             raise ConfigurationError(f"top_n must be at least 1, got {top_n}")
         searched: list[Sequence[T]] = []
         if self.every > 0 and self.depth == 1 and top_n is not None:
-            own = _unique(question_hits, key)
+            own = self._own(_unique(question_hits, key), _unique([item for _, item in sourced], key))
             firsts: list[list[Hashable]] = []
             while (
                 len(searched) < len(expansions) and self._place(own, self._expansion_stream(firsts), top_n)[1]
@@ -222,43 +277,21 @@ class ContextPolicy:
                 firsts.append(_unique(searched[-1], key)[:1])
         elif self.every > 0:
             searched = [search(n) for n in range(len(expansions))]
-        merged = self.merge(question, question_hits, expansions[: len(searched)], searched, key, top_n=top_n)
+        merged = self.merge(
+            question, question_hits, expansions[: len(searched)], searched, key, top_n=top_n, sourced=sourced
+        )
         return merged, len(searched)
 
-    def _place(
-        self, own: list[Hashable], stream: list[Hashable], top_n: int | None
-    ) -> tuple[list[tuple[Hashable, str]], bool]:
+    def _own(self, question: list[Hashable], sourced: list[Hashable]) -> list[_Pick]:
+        """The question's hits with the source turns placed among them (before any expansion's)."""
+        own = [(item, QUESTION) for item in question]
+        if not sourced or self.source_every == 0:
+            return own
+        return _interleave(own, sourced, PROVENANCE, self.source_lead, self.source_every, None)[0]
+
+    def _place(self, own: list[_Pick], stream: list[Hashable], top_n: int | None) -> tuple[list[_Pick], bool]:
         """The merge's documents (keys) and slots, and whether it wanted an expansion hit past the last."""
-        placed: set[Hashable] = set()
-        question = _Cursor(own, placed)
-        added = _Cursor(stream if self.every else [], placed)
-        picks: list[tuple[Hashable, str]] = []
-        starved = False
-        while top_n is None or len(picks) < top_n:
-            position = len(picks)
-            expansion_slot = (
-                self.every > 0
-                and position >= self.lead
-                and (position - self.lead) % self.every == self.every - 1
-            )
-            # An expansion's place goes to the question when no expansion hit is left, and the
-            # question's to an expansion only when the question's results have run out.
-            order = (
-                ((added, EXPANSION), (question, QUESTION))
-                if expansion_slot
-                else ((question, QUESTION), (added, EXPANSION))
-            )
-            pick = None
-            for cursor, slot in order:
-                taken = cursor.take()
-                if taken is not None:
-                    pick = (taken, slot)
-                    break
-                starved = starved or cursor is added
-            if pick is None:
-                break
-            picks.append(pick)
-        return picks, starved
+        return _interleave(own, stream if self.every else [], EXPANSION, self.lead, self.every, top_n)
 
     @staticmethod
     def _expansion_stream(unique: Sequence[Sequence[Hashable]]) -> list[Hashable]:
@@ -289,19 +322,48 @@ class ContextPolicy:
         return BudgetShare(total_budget, self.anchor_tokens(total_budget, cap))
 
 
+def _interleave(
+    first: list[_Pick], second: list[Hashable], slot: str, lead: int, every: int, top_n: int | None
+) -> tuple[list[_Pick], bool]:
+    """``first`` with ``second``'s keys (in ``slot``) taking every ``every``-th place after ``lead``.
+
+    A place of ``second``'s goes to ``first`` when ``second`` has nothing left, and one of
+    ``first``'s to ``second`` only when ``first`` has run out; keys already placed are skipped.
+    Also returns whether a place of ``second``'s found nothing left there (more would be taken).
+    """
+    placed: set[Hashable] = set()
+    ahead = _Cursor(first, placed)
+    added = _Cursor([(key, slot) for key in second], placed)
+    picks: list[_Pick] = []
+    starved = False
+    while top_n is None or len(picks) < top_n:
+        position = len(picks)
+        second_place = every > 0 and position >= lead and (position - lead) % every == every - 1
+        pick = None
+        for cursor in (added, ahead) if second_place else (ahead, added):
+            pick = cursor.take()
+            if pick is not None:
+                break
+            starved = starved or cursor is added
+        if pick is None:
+            break
+        picks.append(pick)
+    return picks, starved
+
+
 class _Cursor:
-    """Walks a list of keys, skipping those already placed."""
+    """Walks a list of (key, slot) picks, skipping keys already placed."""
 
-    def __init__(self, keys: list[Hashable], placed: set[Hashable]) -> None:
-        self.keys, self.placed, self.at = keys, placed, 0
+    def __init__(self, picks: list[_Pick], placed: set[Hashable]) -> None:
+        self.picks, self.placed, self.at = picks, placed, 0
 
-    def take(self) -> Hashable | None:
-        while self.at < len(self.keys):
-            key = self.keys[self.at]
+    def take(self) -> _Pick | None:
+        while self.at < len(self.picks):
+            pick = self.picks[self.at]
             self.at += 1
-            if key not in self.placed:
-                self.placed.add(key)
-                return key
+            if pick[0] not in self.placed:
+                self.placed.add(pick[0])
+                return pick
         return None
 
 
@@ -311,6 +373,7 @@ def _found_by(
     expansions: Sequence[str],
     expansion_hits: Sequence[Sequence[T]],
     key: Callable[[T], Hashable],
+    sourced: Sequence[tuple[str, T]] = (),
 ) -> dict[Hashable, tuple[list[QueryHit], T]]:
     """Per document: every query that found it (at its best rank there), and its first instance."""
     found: dict[Hashable, tuple[list[QueryHit], T]] = {}
@@ -327,6 +390,13 @@ def _found_by(
                 continue
             seen_here.add(item_key)
             found.setdefault(item_key, ([], item))[0].append(QueryHit(kind, number, text, rank))
+    anchors = {label: n for n, label in enumerate(dict.fromkeys(label for label, _ in sourced), 1)}
+    for rank, (label, item) in enumerate(sourced, start=1):
+        item_key = key(item)
+        if not any(h.query == PROVENANCE for h in found.get(item_key, ([], item))[0]):
+            found.setdefault(item_key, ([], item))[0].append(
+                QueryHit(PROVENANCE, anchors[label], label, rank)
+            )
     return found
 
 

@@ -20,7 +20,15 @@ from gravity_core.eval.embedding_cache import EmbeddingCache
 from gravity_core.schema import Utterance
 from gravity_core.text.tokens import TokenCounter
 
-__all__ = ["Host", "Passage", "VectorHost", "render_turn", "session_label"]
+__all__ = [
+    "FetchingHost",
+    "Host",
+    "Passage",
+    "VectorHost",
+    "passages_by_turn",
+    "render_turn",
+    "session_label",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +76,29 @@ class Host(Protocol):
             One ranking per query.
         """
         ...
+
+
+@runtime_checkable
+class FetchingHost(Host, Protocol):
+    """A host that can also hand back the passages holding given turns: provenance retrieval's host."""
+
+    def fetch(self, turn_ids: Sequence[str]) -> list[Passage]:
+        """The passages that hold these utterance ids, in the order of the ids, each passage once.
+
+        Ids the host does not hold are skipped.
+        """
+        ...
+
+
+def passages_by_turn(passages: Sequence[Passage], turn_ids: Sequence[str]) -> list[Passage]:
+    """The passages holding ``turn_ids``, in the ids' order, each once (a fetch over a passage list)."""
+    holder = {turn: passage for passage in reversed(passages) for turn in passage.turn_ids}
+    found: dict[str, Passage] = {}
+    for turn in turn_ids:
+        passage = holder.get(turn)
+        if passage is not None:
+            found.setdefault(passage.id, passage)
+    return list(found.values())
 
 
 def session_label(timestamp: datetime) -> str:
@@ -134,3 +165,7 @@ class VectorHost:
             ordered = top[np.lexsort((top, -row[top]))]
             rankings.append([self.passages[i] for i in ordered])
         return rankings
+
+    def fetch(self, turn_ids: Sequence[str]) -> list[Passage]:
+        """The turns with these ids, in the ids' order, each once."""
+        return passages_by_turn(self.passages, turn_ids)

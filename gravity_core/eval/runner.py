@@ -21,12 +21,13 @@ from typing import Protocol
 import numpy as np
 
 from gravity_core.context.policy import ContextPolicy
+from gravity_core.context.provenance import pair_sources
 from gravity_core.embeddings.base import Embedder
 from gravity_core.eval.context import ContextWindow
 from gravity_core.eval.datasets import EvalQuestion, EvalSample
 from gravity_core.eval.embedding_cache import EmbeddingCache
 from gravity_core.eval.grading import Grader
-from gravity_core.eval.hosts import Host, Passage, VectorHost
+from gravity_core.eval.hosts import FetchingHost, Host, Passage, VectorHost
 from gravity_core.eval.kbs import sample_engine
 from gravity_core.eval.metrics import answer_covered, evidence_recall, locomo_f1, text_words, token_f1
 from gravity_core.eval.results import EvalResults, QuestionRecord, check_goal, compare, summarize
@@ -34,6 +35,7 @@ from gravity_core.eval.settings import (
     ANCHORS_ALONE,
     EXPANSIONS_ALONE,
     HOST_ALONE,
+    SOURCES_ALONE,
     EvalConfig,
     anchor_budget,
     preset_of,
@@ -76,15 +78,25 @@ def vector_host_factory(
 
 
 def policy_ranking(
-    policy: ContextPolicy, question: str, expansions: Sequence[str], rankings: dict[str, list[Passage]]
+    policy: ContextPolicy,
+    question: str,
+    expansions: Sequence[str],
+    rankings: dict[str, list[Passage]],
+    sourced: Sequence[tuple[str, Passage]] = (),
 ) -> list[Passage]:
     """The host's passages for a question as the integrations return them.
 
-    That is the question's ranking merged with its expansions' by ``policy`` (``rankings`` holds
-    each query's host ranking).
+    That is the question's ranking merged with the source turns fetched by provenance
+    (``sourced``) and its expansions' rankings by ``policy`` (``rankings`` holds each query's host
+    ranking).
     """
     merged = policy.merge(
-        question, rankings[question], expansions, [rankings[e] for e in expansions], key=lambda p: p.id
+        question,
+        rankings[question],
+        expansions,
+        [rankings[e] for e in expansions],
+        key=lambda p: p.id,
+        sourced=sourced,
     )
     return [hit.item for hit in merged]
 
@@ -135,10 +147,15 @@ class _SampleRun:
         for index, question in enumerate(questions):
             for setting in self.config.all_settings:
                 context = contexts[setting][index] if setting in contexts else None
-                ranking = self._ranking(question.question, context, rankings)
-                own = rankings[question.question]
+                sourced = self._sourced(context) if setting not in (EXPANSIONS_ALONE, ANCHORS_ALONE) else []
+                expansions = context.expansions if context is not None and setting != SOURCES_ALONE else []
+                ranking = policy_ranking(self.config.policy, question.question, expansions, rankings, sourced)
+                # With no room for anchor text the chain searches without expansions.
+                unexpanded = policy_ranking(self.config.policy, question.question, [], rankings, sourced)
                 for budget in self.config.budgets:
-                    window = self._window(question, vectors[index], setting, context, ranking, own, budget)
+                    window = self._window(
+                        question, vectors[index], setting, context, ranking, unexpanded, budget
+                    )
                     record = self._record(question, setting, budget, window)
                     records.append(record)
                     if self.keep_context and self.config.answered(setting, budget):
@@ -164,11 +181,15 @@ class _SampleRun:
         ranked = self.host.search(texts, vectors=all_vectors, limit=self.config.search_depth)
         return dict(zip(texts, ranked, strict=True))
 
-    def _ranking(
-        self, question: str, context: AnchorContext | None, rankings: dict[str, list[Passage]]
-    ) -> list[Passage]:
-        expansions = context.expansions if context is not None else []
-        return policy_ranking(self.config.policy, question, expansions, rankings)
+    def _sourced(self, context: AnchorContext | None) -> list[tuple[str, Passage]]:
+        """The passages holding the selected anchors' source turns, each with its anchor."""
+        if context is None or not isinstance(self.host, FetchingHost):
+            return []
+        turns = self.config.policy.source_turns(context.sources)
+        if not turns:
+            return []
+        fetched = self.host.fetch([turn.utterance_id for turn in turns])
+        return pair_sources(turns, fetched, lambda p: p.turn_ids, key=lambda p: p.id)
 
     def _window(
         self,
@@ -177,23 +198,23 @@ class _SampleRun:
         setting: str,
         context: AnchorContext | None,
         ranking: list[Passage],
-        own: list[Passage],
+        unexpanded: list[Passage],
         budget: int,
     ) -> ContextWindow:
         """The context window of ``question`` under ``setting``, within ``budget`` tokens.
 
-        ``ranking``: the policy's merge of the question's and its expansions' hits; ``own``: the
-        question's hits alone.
+        ``ranking``: the policy's merge of the question's hits, the source turns and the
+        expansions' hits; ``unexpanded``: the same without the expansions.
         """
-        if setting in (HOST_ALONE, EXPANSIONS_ALONE):
+        if setting in (HOST_ALONE, EXPANSIONS_ALONE, SOURCES_ALONE):
             return ContextWindow.assemble(ranking, budget)
         if setting == ANCHORS_ALONE and context is not None:
             text, tokens = self.engine.fit_anchors(context, budget)
             return ContextWindow.assemble([], budget, anchors_text=text, anchors_tokens=tokens)
         preset = preset_of(setting)
         limit = anchor_budget(preset, budget, self.config.policy)
-        if limit == 0:  # too small a budget for anchors: the host's own context, as the chain gives it
-            return ContextWindow.assemble(own, budget)
+        if limit == 0:  # too small a budget for anchors: the host's context, as the chain gives it
+            return ContextWindow.assemble(unexpanded, budget)
         if context is None:  # the +Sum baseline: summaries, selected per budget
             summaries = self.engine.query(
                 question.question,

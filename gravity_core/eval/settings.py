@@ -17,6 +17,7 @@ __all__ = [
     "EvalConfig",
     "EXPANSIONS_ALONE",
     "ANCHORS_ALONE",
+    "SOURCES_ALONE",
     "anchor_budget",
     "parse_budgets",
     "preset_of",
@@ -28,6 +29,10 @@ HOST_ALONE = "host"
 EXPANSIONS_ALONE = "expansions"
 """The setting of the full method's expanded queries with no anchor text: what the expansions alone
 do to the host's ranking (the whole budget stays the host's)."""
+
+SOURCES_ALONE = "sources"
+"""The setting of the full method's source turns, fetched from the host by provenance and placed by
+the policy, with no anchor text and no expansions: what retrieval by provenance alone does."""
 
 ANCHORS_ALONE = "anchors"
 """The setting of the full method's anchor text with no host memories: the whole budget is the
@@ -79,7 +84,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if not self.budgets or any(b < 1 for b in self.budgets):
             raise ConfigurationError(f"budgets must be positive token counts, got {self.budgets}")
-        known = (HOST_ALONE, EXPANSIONS_ALONE, ANCHORS_ALONE, *PRESETS)
+        known = (HOST_ALONE, EXPANSIONS_ALONE, SOURCES_ALONE, ANCHORS_ALONE, *PRESETS)
         unknown = [s for s in (*self.settings, *self.llm_settings) if s not in known]
         if unknown:
             raise ConfigurationError(f"unknown setting(s) {', '.join(unknown)} (known: {', '.join(known)})")
@@ -104,9 +109,9 @@ class EvalConfig:
 def preset_of(setting: str) -> QueryConfig:
     """The query settings of a GRAVITY setting.
 
-    The expansions-alone and anchors-alone settings run the full method.
+    The expansions-alone, sources-alone and anchors-alone settings run the full method.
     """
-    return FULL if setting in (EXPANSIONS_ALONE, ANCHORS_ALONE) else PRESETS[setting]
+    return FULL if setting in (EXPANSIONS_ALONE, SOURCES_ALONE, ANCHORS_ALONE) else PRESETS[setting]
 
 
 def anchor_budget(config: QueryConfig, budget: int, policy: ContextPolicy) -> int:

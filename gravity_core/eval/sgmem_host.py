@@ -113,3 +113,10 @@ class SGMemHost:
             )
             rankings.append([self._passage(chunk) for chunk in result.chunks])
         return rankings
+
+    def fetch(self, turn_ids: Sequence[str]) -> list[Passage]:
+        """The chunks (of the host's granularity) holding these turns, in the ids' order, each once."""
+        return [
+            self._passage(chunk)
+            for chunk in self.memory.chunks_holding(turn_ids, granularity=self._config.granularity)
+        ]

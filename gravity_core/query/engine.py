@@ -31,6 +31,7 @@ from gravity_core.query.live import (
     first_reading,
 )
 from gravity_core.query.matching import AnchorLexicon, parse_temporal_query, temporal_event_matches
+from gravity_core.query.provenance import anchor_sources
 from gravity_core.query.selection import select
 from gravity_core.query.state import KBSnapshot
 from gravity_core.query.types import AnchorContext, ScoredAnchor
@@ -366,7 +367,8 @@ class GravityEngine:
             rendered=served.rendered,
             focus=served.lexicon.focus(question),
         )
-        return AnchorContext(question, kept, expansions, blocks, text, tokens)
+        sources = anchor_sources(served.kb, selected)
+        return AnchorContext(question, kept, expansions, blocks, text, tokens, sources)
 
     async def aquery(
         self,

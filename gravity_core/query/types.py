@@ -7,7 +7,7 @@ from typing import Any
 
 from gravity_core.schema import AnchorKind
 
-__all__ = ["AnchorContext", "Blocks", "ScoredAnchor"]
+__all__ = ["AnchorContext", "AnchorSources", "Blocks", "ScoredAnchor"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,28 @@ class ScoredAnchor:
     id: str
     score: float
     reason: str = "similarity"
+
+
+@dataclass(frozen=True)
+class AnchorSources:
+    """One selected anchor's source utterance ids, the most telling first.
+
+    Attributes:
+        kind: entity, event or topic.
+        anchor_id: the anchor's id in the KB.
+        utterance_ids: for an event, the utterances that reported it; for an entity, those of its
+            current attributes, then its relations, then its past values; for a topic, those of its
+            key facts, then of its per-session snapshots. Each id once.
+    """
+
+    kind: AnchorKind
+    anchor_id: str
+    utterance_ids: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """``"<kind>:<id>"``, how a fetched turn names the anchor that brought it."""
+        return f"{self.kind.value}:{self.anchor_id}"
 
 
 @dataclass(frozen=True)
@@ -58,6 +80,9 @@ class AnchorContext:
         blocks: the formatted blocks.
         text: the whole injection (priority instruction plus blocks), ready for a prompt.
         tokens: cl100k tokens of ``text``.
+        sources: the selected anchors' source utterance ids, anchor by anchor in selection order
+            (every selected anchor, also those the token budget left out of ``text``): what
+            retrieval by provenance fetches from the host.
     """
 
     question: str
@@ -66,6 +91,7 @@ class AnchorContext:
     blocks: Blocks = field(default_factory=Blocks)
     text: str = ""
     tokens: int = 0
+    sources: list[AnchorSources] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as printed by ``gravity query --json``."""
@@ -76,6 +102,10 @@ class AnchorContext:
             "anchors": [
                 {"kind": a.kind.value, "id": a.id, "score": round(a.score, 4), "reason": a.reason}
                 for a in self.anchors
+            ],
+            "sources": [
+                {"kind": s.kind.value, "id": s.anchor_id, "utterance_ids": list(s.utterance_ids)}
+                for s in self.sources
             ],
             "tokens": self.tokens,
             "text": self.text,

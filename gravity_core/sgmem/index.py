@@ -30,9 +30,10 @@ from gravity_core.sgmem.retrieval import (
     rank,
     row_dots,
     top_indices,
+    whole_chunk,
 )
 from gravity_core.sgmem.state import SGMemState
-from gravity_core.sgmem.types import SGMemResult
+from gravity_core.sgmem.types import RankedChunk, SGMemResult
 from gravity_core.sgmem.units import DialogueUnits
 from gravity_core.text.tokens import TokenCounter
 
@@ -559,6 +560,32 @@ class SGMem:
             ranking = Ranking(chunks=hits, memories=[])
             no_memories = cfg.model_copy(update={"top_memories": 0})
             return pack(question, [question], ranking, no_memories, self._state, self._texts)
+
+    def chunks_holding(
+        self, utterance_ids: Sequence[str], *, granularity: ChunkGranularity | str | None = None
+    ) -> list[RankedChunk]:
+        """The chunks that hold these turns, whole, in the ids' order, each chunk once.
+
+        Retrieval by provenance: the turns an anchor came from are fetched by id, not searched.
+        The chunks have score 0 and no hop; ids the index does not hold are skipped.
+
+        Raises:
+            ConfigurationError: an unknown granularity.
+        """
+        cfg = self.resolve_config(granularity=granularity)
+        chunks: list[RankedChunk] = []
+        with self._lock:
+            units = self._state.units
+            seen: set[int] = set()
+            for utterance_id in utterance_ids:
+                turn = units.turn_index(utterance_id)
+                if turn is None:
+                    continue
+                chunk = units.chunk_of_turn(turn, cfg.granularity)
+                if chunk not in seen:
+                    seen.add(chunk)
+                    chunks.append(whole_chunk(chunk, turn, cfg.granularity, self._state, self._texts))
+        return chunks
 
     def _check_vector(self, given: Sequence[float] | np.ndarray) -> np.ndarray:
         vector = np.asarray(given, dtype=np.float32).reshape(-1)

@@ -39,7 +39,17 @@ from gravity_core.sgmem.state import SGMemState
 from gravity_core.sgmem.types import MatchedMemory, RankedChunk, SGMemResult
 from gravity_core.text.tokens import TokenCounter
 
-__all__ = ["ChunkHit", "ChunkTexts", "Ranking", "fuse", "pack", "rank", "row_dots", "top_indices"]
+__all__ = [
+    "ChunkHit",
+    "ChunkTexts",
+    "Ranking",
+    "fuse",
+    "pack",
+    "rank",
+    "row_dots",
+    "top_indices",
+    "whole_chunk",
+]
 
 
 @dataclass
@@ -305,6 +315,15 @@ def pack(
         token_budget=budget,
         queries=queries,
     )
+
+
+def whole_chunk(
+    chunk: int, turn: int, granularity: ChunkGranularity, state: SGMemState, texts: ChunkTexts
+) -> RankedChunk:
+    """A chunk whole, found through one of its turns rather than ranked (score 0, no hop)."""
+    found = _chunk(ChunkHit(chunk, 0.0, 0.0, best_turn=turn), granularity, state, texts, None, 0)
+    assert found is not None  # without a budget a chunk is always kept
+    return found
 
 
 def _chunk(

@@ -11,7 +11,7 @@ import pytest
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.eval.datasets import load_locomo_eval
 from gravity_core.eval.embedding_cache import EmbeddingCache
-from gravity_core.eval.hosts import Host, VectorHost, render_turn, session_label
+from gravity_core.eval.hosts import FetchingHost, Host, VectorHost, render_turn, session_label
 from gravity_core.eval.sgmem_host import SGMemHost, sgmem_available
 from gravity_core.schema import Utterance
 from gravity_core.text.tokens import TokenCounter
@@ -77,3 +77,28 @@ def test_sgmem_host_ranks_turns_and_is_saved_for_reruns(locomo_tiny: Path, tmp_p
     assert len(ranking) == len(sample.utterances)  # deep enough to fill any budget
     reloaded = SGMemHost(sample.utterances, HashingEmbedder(), counter=COUNTER, directory=tmp_path / "sg")
     assert [p.id for p in reloaded.search(["parrot named Kiwi"], limit=50)[0]] == [p.id for p in ranking]
+
+
+def test_vector_host_fetches_turns_by_id_in_the_ids_order(locomo_tiny: Path) -> None:
+    sample = load_locomo_eval(locomo_tiny)[0]
+    host = VectorHost(sample.utterances, HashingEmbedder(), counter=COUNTER)
+    assert isinstance(host, FetchingHost)
+    ids = [sample.utterances[3].id, "no-such-turn", sample.utterances[0].id, sample.utterances[3].id]
+    fetched = host.fetch(ids)
+    assert [p.id for p in fetched] == [sample.utterances[3].id, sample.utterances[0].id]
+    assert fetched[0].text == render_turn(sample.utterances[3])
+
+
+@pytest.mark.skipif(not sgmem_available(), reason="gravity_core.sgmem is not part of this installation")
+def test_sgmem_host_fetches_the_chunk_holding_each_turn(locomo_tiny: Path) -> None:
+    sample = load_locomo_eval(locomo_tiny)[0]
+    first, second = sample.utterances[0], sample.utterances[1]
+    turns = SGMemHost(sample.utterances, HashingEmbedder(), counter=COUNTER)
+    assert [p.turn_ids for p in turns.fetch([second.id, "nope", first.id])] == [(second.id,), (first.id,)]
+    sessions = SGMemHost(sample.utterances, HashingEmbedder(), counter=COUNTER, granularity="session")
+    (whole,) = sessions.fetch([second.id, first.id])  # one session holds both: fetched once
+    session_turns = [u.id for u in sample.utterances if u.session == first.session]
+    assert list(whole.turn_ids) == session_turns
+    # The same chunk found by search and by id is one passage (the merge dedupes by id).
+    (ranking,) = sessions.search([first.text], limit=5)
+    assert whole in ranking

@@ -29,6 +29,27 @@ BUDGETS = (400, 800)
 POLICY = ContextPolicy(lead=1, every=2, anchor_share=0.6, host_reserve=0)
 
 
+class FetchSpyHost:
+    """A vector host that records every id it is asked to fetch."""
+
+    def __init__(self, sample: EvalSample) -> None:
+        self.inner = VectorHost(sample.utterances, HashingEmbedder(), counter=COUNTER)
+        self.fetched: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "fetch-spy"
+
+    def search(
+        self, queries: Sequence[str], *, vectors: Matrix | None = None, limit: int = 200
+    ) -> list[list[Passage]]:
+        return self.inner.search(queries, vectors=vectors, limit=limit)
+
+    def fetch(self, turn_ids: Sequence[str]) -> list[Passage]:
+        self.fetched.extend(turn_ids)
+        return self.inner.fetch(turn_ids)
+
+
 class SpyHost:
     """A vector host that records every query it is asked."""
 
@@ -163,9 +184,12 @@ def test_a_budget_too_small_for_anchors_gives_the_hosts_own_context(
     locomo_tiny: Path, tmp_path: Path
 ) -> None:
     # At 150 tokens (of the 350 the conversation has) the anchors' share, 90, is below the minimum
-    # (100): GRAVITY adds nothing, not even its expanded queries' hits, which would otherwise take
-    # every place after the question's first.
-    policy = ContextPolicy(lead=1, every=1, anchor_share=0.6, host_reserve=0, min_anchor_tokens=100)
+    # (100): GRAVITY adds no text, nor its expanded queries' hits, which would otherwise take every
+    # place after the question's first; the source turns it fetches by provenance (none here,
+    # source_every 0) are all it could add.
+    policy = ContextPolicy(
+        lead=1, every=1, anchor_share=0.6, host_reserve=0, min_anchor_tokens=100, source_every=0
+    )
     config = EvalConfig(budgets=(150,), settings=("full", "expansions"), llm_budgets=(), policy=policy)
     results = run_eval(
         load_locomo_eval(locomo_tiny),
@@ -184,3 +208,47 @@ def test_a_budget_too_small_for_anchors_gives_the_hosts_own_context(
 
     assert window("full") == window(HOST_ALONE)
     assert window("expansions") != window(HOST_ALONE), "the expansions changed nothing here"
+
+
+def test_source_turns_are_fetched_by_id_and_placed_without_anchor_text(
+    locomo_tiny: Path, tmp_path: Path
+) -> None:
+    hosts: list[FetchSpyHost] = []
+
+    def factory(sample: EvalSample) -> Host:
+        hosts.append(FetchSpyHost(sample))
+        return hosts[-1]
+
+    def run(policy: ContextPolicy, out: Path) -> EvalResults:
+        return run_eval(
+            load_locomo_eval(locomo_tiny),
+            benchmark="locomo",
+            output_dir=out,
+            embedder=HashingEmbedder(),
+            hosts=[factory],
+            config=EvalConfig(budgets=(120,), settings=("sources",), llm_budgets=(), policy=policy),
+        )
+
+    placed = run(ContextPolicy(source_lead=0, source_every=1, sources_per_anchor=1), tmp_path / "a")
+    assert hosts[-1].fetched, "no source turn was fetched"
+    sample = load_locomo_eval(locomo_tiny)[0]
+    assert set(hosts[-1].fetched) <= {u.id for u in sample.utterances}
+    cells = {(r.setting, r.question_id): r for r in placed.records}
+    assert all(r.anchor_tokens == 0 for r in placed.records if r.setting == "sources")
+    changed = [
+        q
+        for (setting, q) in cells
+        if setting == "sources"
+        and (
+            (cells["sources", q].evidence_recall, cells["sources", q].passages)
+            != (cells[HOST_ALONE, q].evidence_recall, cells[HOST_ALONE, q].passages)
+            or cells["sources", q].context_tokens != cells[HOST_ALONE, q].context_tokens
+        )
+    ]
+    assert changed, "the fetched source turns changed no context"
+    hosts.clear()
+    off = run(ContextPolicy(source_every=0), tmp_path / "b")
+    assert not hosts[-1].fetched
+    assert [(r.evidence_recall, r.context_tokens) for r in off.records if r.setting == "sources"] == [
+        (r.evidence_recall, r.context_tokens) for r in off.records if r.setting == HOST_ALONE
+    ]
