@@ -54,7 +54,7 @@ Settings = Annotated[
 ]
 Hosts = Annotated[
     list[str] | None,
-    typer.Option("--host", metavar="vector|sgmem", help="Host memory (default: vector); repeatable."),
+    typer.Option("--host", metavar="vector|sgmem|bm25", help="Host memory (default: vector); repeatable."),
 ]
 Limit = Annotated[
     int | None, typer.Option(min=1, metavar="N", help="Only the first N questions of each sample.")
@@ -164,8 +164,12 @@ def _host_factories(
             factories.append(vector_host_factory(embedder, counter=counter, cache_dir=output / "embeddings"))
         elif name == "sgmem":
             factories.append(_sgmem_factory(embedder, counter, output))
+        elif name == "bm25":
+            from gravity_core.eval.bm25_host import bm25_host_factory
+
+            factories.append(bm25_host_factory(counter=counter))
         else:
-            raise ConfigurationError(f"unknown host {name!r} (use vector or sgmem)")
+            raise ConfigurationError(f"unknown host {name!r} (use vector, sgmem or bm25)")
     return factories
 
 
