@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -160,6 +161,28 @@ def test_longmemeval_file_of_one_instance_prefixes_ids_with_its_question_id(tmp_
     assert [u.id for u in utterances] == ["q_002_abs/sess_b:1", "q_002_abs/sess_b:2"]
     assert _sessions(utterances) == ["q_002_abs/sess_b"]
     assert utterances == load_conversation(one)
+
+
+def test_longmemeval_session_repeated_word_for_word_is_kept_once_at_its_first_date(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # LongMemEval-S lists a few sessions twice, with the same turns under a later date.
+    instance = json.loads(LONGMEMEVAL.read_text())[0]
+    first = instance["haystack_session_ids"].index("sess_b")
+    instance["haystack_session_ids"].append("sess_b")
+    instance["haystack_dates"].append("2023/06/01 (Thu) 10:00")
+    instance["haystack_sessions"].append(instance["haystack_sessions"][first])
+    path = tmp_path / "repeat.json"
+    path.write_text(json.dumps([instance]))
+
+    with caplog.at_level(logging.WARNING, logger="gravity_core.loaders.longmemeval"):
+        utterances = load_longmemeval(path)
+
+    # A one-instance file prefixes the ids with its question id.
+    assert [u.id for u in utterances] == [
+        f"q_001/{u.id}" for u in load_longmemeval(LONGMEMEVAL, question_id="q_001")
+    ]
+    assert "repeats session 'sess_b'" in caplog.text and "kept once" in caplog.text
 
 
 def test_longmemeval_unknown_question_lists_available_ids() -> None:
@@ -362,12 +385,12 @@ BAD_INPUTS: list[tuple[str, str, bytes | None, str | None, str | None]] = [
     ("lme bad date", "m.json", _lme(haystack_dates=["2023/02/30 (Thu) 10:00"]), "q1", "haystack_dates[0]"),
     ("lme session not a list", "m.json", _lme(haystack_sessions=["hi"]), "q1", "haystack_sessions[0]"),
     (
-        "lme duplicate session ids",
+        "lme duplicate session ids with other turns",
         "m.json",
         _lme(
             haystack_session_ids=["s1", "s1"],
             haystack_dates=["2023/05/20 (Sat) 02:21"] * 2,
-            haystack_sessions=[[{"role": "user", "content": "a"}]] * 2,
+            haystack_sessions=[[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]],
         ),
         "q1",
         "haystack_session_ids[1]",
