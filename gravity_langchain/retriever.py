@@ -13,15 +13,17 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
-from langchain_core.vectorstores import VectorStore
-from pydantic import Field
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+from pydantic import Field, PrivateAttr, ValidationError
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.provenance import SourceTurn
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
+from gravity_core.serving.provenance import ProvenanceNotices, held_utterances, source_turns_for
 from gravity_core.serving.search_plan import PlanSteps, SearchPlan, arun_plan, plan_searches, run_plan
 from gravity_core.serving.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
@@ -43,6 +45,11 @@ from gravity_langchain.store_search import asearch_store, search_store
 __all__ = ["GravityRetriever"]
 
 logger = logging.getLogger(__name__)
+
+_NO_METADATA = (
+    "its get_by_ids fails on documents stored without metadata, as langchain-chroma's does; give "
+    "each document some metadata, e.g. metadata={'session': turn.session}"
+)
 
 
 class GravityRetriever(BaseRetriever):
@@ -144,6 +151,7 @@ class GravityRetriever(BaseRetriever):
     batched_search: BatchedSearch | None = None
     users: UserKBs | None = None
     user_filter: UserFilter | None = None
+    _notices: ProvenanceNotices = PrivateAttr(default_factory=lambda: ProvenanceNotices("GravityRetriever"))
 
     def __init__(self, **data: Any) -> None:
         # Checked here rather than in pydantic validators so users get a ConfigurationError that
@@ -213,21 +221,29 @@ class GravityRetriever(BaseRetriever):
         )
         assert plan.context is not None  # the plan asked the engine
         call.emit(plan.context, run_manager)
+        sourced = self._sourced(plan, call)
         if self.retriever is not None:
             config = RunnableConfig(callbacks=run_manager.get_child())
-            return self._merge(plan, self.retriever.batch(plan.queries, config=config, **call.search), call)
+            found = self.retriever.batch(plan.queries, config=config, **call.search)
+            return self._merge(plan, found, call, sourced)
         store = self.vector_store
         assert store is not None  # checked in __init__
         batched = self._batched(call)
         if batched is not None and plan.vectors is not None:
-            return self._merge(plan, batched.search(plan.vectors, call.fetch, call.search), call)
+            return self._merge(plan, batched.search(plan.vectors, call.fetch, call.search), call, sourced)
 
         def search(n: int) -> list[Document]:
             vector = None if plan.vectors is None else plan.vectors[n]
             return search_store(store, plan.queries[n], vector, call.fetch, call.search)
 
         merged, searched = self.policy.merge_searching(
-            query, search(0), plan.expansions, lambda n: search(n + 1), document_key, top_n=call.top
+            query,
+            search(0),
+            plan.expansions,
+            lambda n: search(n + 1),
+            document_key,
+            top_n=call.top,
+            sourced=sourced,
         )
         logger.debug(
             "searched %d of %d expanded queries for %d results", searched, len(plan.expansions), call.top
@@ -259,25 +275,27 @@ class GravityRetriever(BaseRetriever):
         )
         assert plan.context is not None  # the plan asked the engine
         await call.aemit(plan.context, run_manager)
+        sourced = await self._asourced(plan, call)
         if self.retriever is not None:
             config = RunnableConfig(callbacks=run_manager.get_child())
             retriever = self.retriever
             lists = await asyncio.gather(
                 *(retriever.ainvoke(q, config=config, **call.search) for q in plan.queries)
             )
-            return self._merge(plan, lists, call)
+            return self._merge(plan, lists, call, sourced)
         store = self.vector_store
         assert store is not None  # checked in __init__
         batched = self._batched(call)
         if batched is not None and plan.vectors is not None:
             found = await asyncio.to_thread(batched.search, plan.vectors, call.fetch, call.search)
-            return self._merge(plan, found, call)
+            return self._merge(plan, found, call, sourced)
 
         async def search(n: int) -> list[Document]:
             vector = None if plan.vectors is None else plan.vectors[n]
             return await asearch_store(store, plan.queries[n], vector, call.fetch, call.search)
 
-        return self._merge(plan, await asyncio.gather(*(search(n) for n in range(len(plan.queries)))), call)
+        lists = await asyncio.gather(*(search(n) for n in range(len(plan.queries))))
+        return self._merge(plan, lists, call, sourced)
 
     # -- shared -------------------------------------------------------------------------------
 
@@ -337,10 +355,80 @@ class GravityRetriever(BaseRetriever):
         return batched if batched is not None and batched.accepts(call.search) else None
 
     def _merge(
-        self, plan: SearchPlan, lists: Sequence[Sequence[Document]], call: RetrievalCall
+        self,
+        plan: SearchPlan,
+        lists: Sequence[Sequence[Document]],
+        call: RetrievalCall,
+        sourced: Sequence[tuple[str, Document]],
     ) -> list[Document]:
-        """The policy's merge of the question's list (``lists[0]``) with the expansions', as new documents."""
+        """The policy's merge of the question's list (``lists[0]``), the source turns and the expansions'."""
         merged = self.policy.merge(
-            plan.question, lists[0], plan.expansions, lists[1:], document_key, top_n=call.top
+            plan.question,
+            lists[0],
+            plan.expansions,
+            lists[1:],
+            document_key,
+            top_n=call.top,
+            sourced=sourced,
         )
         return merged_documents(merged)
+
+    # -- provenance ---------------------------------------------------------------------------
+
+    def _source_store(
+        self, plan: SearchPlan, call: RetrievalCall
+    ) -> tuple[VectorStore | None, list[SourceTurn]]:
+        """The store to fetch the plan's source turns from, and the turns (none: nothing to fetch)."""
+        turns = source_turns_for(self.policy, plan.context, call.top)
+        if not turns:
+            return None, []
+        if self.users is not None:
+            # One store holds every user's documents, and a fetch by id cannot apply user_filter.
+            self._notices.cannot_fetch("a store shared by users", "a fetch by id cannot keep to one user")
+            return None, []
+        if call.search:
+            # A filter (or other search argument) cannot be applied to a fetch by id.
+            self._notices.cannot_fetch("a filtered search", "a fetch by id cannot apply search arguments")
+            return None, []
+        store = self.vector_store
+        if store is None and isinstance(self.retriever, VectorStoreRetriever):
+            store = self.retriever.vectorstore
+        if store is None:
+            self._notices.cannot_fetch(type(self.retriever).__name__, "it is not a vector store's retriever")
+            return None, []
+        return store, turns
+
+    def _pair(self, turns: Sequence[SourceTurn], fetched: Sequence[Document]) -> list[tuple[str, Document]]:
+        return self._notices.paired(
+            turns, fetched, lambda d: held_utterances(d.id, d.metadata), key=document_key
+        )
+
+    def _sourced(self, plan: SearchPlan, call: RetrievalCall) -> list[tuple[str, Document]]:
+        """The documents holding the selected anchors' source turns, each with its anchor."""
+        store, turns = self._source_store(plan, call)
+        if store is None:
+            return []
+        try:
+            fetched = store.get_by_ids([turn.utterance_id for turn in turns])
+        except NotImplementedError:
+            self._notices.cannot_fetch(type(store).__name__, "no get_by_ids")
+            return []
+        except ValidationError:
+            self._notices.cannot_fetch(type(store).__name__, _NO_METADATA)
+            return []
+        return self._pair(turns, fetched)
+
+    async def _asourced(self, plan: SearchPlan, call: RetrievalCall) -> list[tuple[str, Document]]:
+        """Async :meth:`_sourced`."""
+        store, turns = self._source_store(plan, call)
+        if store is None:
+            return []
+        try:
+            fetched = await store.aget_by_ids([turn.utterance_id for turn in turns])
+        except NotImplementedError:
+            self._notices.cannot_fetch(type(store).__name__, "no get_by_ids")
+            return []
+        except ValidationError:
+            self._notices.cannot_fetch(type(store).__name__, _NO_METADATA)
+            return []
+        return self._pair(turns, fetched)

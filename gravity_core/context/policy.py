@@ -129,7 +129,7 @@ class ContextPolicy:
     min_anchor_tokens: int = 150
     source_kinds: tuple[AnchorKind, ...] = (AnchorKind.EVENT,)
     sources_per_anchor: int = 2
-    source_lead: int = 5
+    source_lead: int = 2
     source_every: int = 2
 
     def __post_init__(self) -> None:

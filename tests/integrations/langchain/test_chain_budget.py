@@ -4,6 +4,7 @@ way `gravity eval` shares it (the anchors' part from the context policy, documen
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -66,7 +67,7 @@ def test_a_small_budget_is_all_the_hosts(
     assert "<gravity_anchors>" not in system and "<retrieved_memories>" in system
 
 
-def test_a_budget_too_small_for_anchors_holds_the_stores_own_top_documents(
+def test_a_budget_too_small_for_anchors_holds_the_stores_top_documents_and_the_source_turns(
     engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
 ) -> None:
     store = make_store(GravityEmbeddings(engine.embedder), documents)
@@ -78,13 +79,27 @@ def test_a_budget_too_small_for_anchors_holds_the_stores_own_top_documents(
     plain = store.similarity_search(question, k=60)
     assert [d.id for d in expanded] != [d.id for d in plain]
 
-    memories = system_prompt(engine, store, question, budget, policy).partition("\n\n")[0]
+    def fill(ranked: list[Document]) -> str:
+        kept: list[Document] = []
+        for document in ranked:
+            if engine.counter.count(format_documents([*kept, document])) <= budget:
+                kept.append(document)
+        return format_documents(kept)
 
-    kept: list[Document] = []
-    for document in plain:
-        if engine.counter.count(format_documents([*kept, document])) <= budget:
-            kept.append(document)
-    assert memories == format_documents(kept)
+    # No expansion runs; the selected anchors' source turns still join the store's hits.
+    unexpanded = GravityRetriever(
+        engine=engine,
+        vector_store=store,
+        k=60,
+        policy=policy,
+        config=engine.config.model_copy(update={"expand": False}),
+    ).invoke(question)
+    assert any(d.metadata["gravity_slot"] == "provenance" for d in unexpanded)
+    memories = system_prompt(engine, store, question, budget, policy).partition("\n\n")[0]
+    assert memories == fill(unexpanded) != fill(plain)
+    # Without retrieval by provenance the memories are the store's own top documents.
+    no_sources = replace(policy, source_every=0)
+    assert system_prompt(engine, store, question, budget, no_sources).partition("\n\n")[0] == fill(plain)
 
 
 def test_a_budget_below_one_is_refused(

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -162,18 +163,32 @@ def retrieved_and_expected_merge(
     return docs, per_query, expansions
 
 
-def test_by_default_the_questions_own_top_k_comes_back_explained(
+def test_by_default_the_question_leads_and_the_anchors_source_turns_join_explained(
     engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
 ) -> None:
-    """The shipped policy gives expansions no place among the question's first 25 hits."""
+    """The shipped policy: the question's own first hits, then a source turn at every second place;
+    no expansion among the question's first 25 hits."""
     store = make_store(GravityEmbeddings(engine.embedder), documents)
-    docs = GravityRetriever(engine=engine, vector_store=store, k=4).invoke(question)
-    own = store.similarity_search(question, k=4)
-    assert [d.id for d in docs] == [d.id for d in own]
-    assert all(d.metadata["gravity_slot"] == "question" for d in docs)
+    docs = GravityRetriever(engine=engine, vector_store=store, k=8).invoke(question)
+    own = store.similarity_search(question, k=8)
+    lead = DEFAULT_POLICY.source_lead
+    assert [d.id for d in docs[: lead + 1]] == [d.id for d in own[: lead + 1]]
+    slots = [d.metadata["gravity_slot"] for d in docs]
+    assert "expansion" not in slots
+    sourced = [d for d in docs if d.metadata["gravity_slot"] == "provenance"]
+    assert sourced and slots[lead + 1] == "provenance"
+    # Each fetched turn names the anchor whose source it is, and that anchor lists it.
+    sources = {f"{s.kind.value}:{s.anchor_id}": s.utterance_ids for s in engine.query(question).sources}
+    for doc in sourced:
+        (why,) = [f for f in doc.metadata["gravity_found_by"] if f["query"] == "provenance"]
+        assert doc.id in sources[why["text"]]
     first = docs[0].metadata["gravity_found_by"][0]
     assert first == {"query": "question", "index": 0, "text": question, "rank": 1}
     assert docs[0].metadata["gravity_score"] >= 1 / 61
+    without = GravityRetriever(
+        engine=engine, vector_store=store, k=8, policy=replace(DEFAULT_POLICY, source_every=0)
+    ).invoke(question)
+    assert [d.id for d in without] == [d.id for d in own]
 
 
 def test_results_are_the_policys_merge_of_the_per_query_results(
@@ -195,7 +210,8 @@ def test_expansions_are_searched_only_when_the_policy_can_place_them(
 ) -> None:
     store = make_store(GravityEmbeddings(engine.embedder), documents)
     expansions = engine.query(question).expansions
-    retriever = GravityRetriever(engine=engine, vector_store=store)
+    policy = replace(DEFAULT_POLICY, source_every=0)  # the question's and the expansions' hits only
+    retriever = GravityRetriever(engine=engine, vector_store=store, policy=policy)
     retriever.invoke(question, k=DEFAULT_POLICY.lead)  # every place is the question's: one search
     assert len(store.searched) == 1
     store.searched.clear()
@@ -206,7 +222,7 @@ def test_expansions_are_searched_only_when_the_policy_can_place_them(
     vectors = GravityEmbeddings(engine.embedder).embed_documents([question, *expansions])
     assert store.searched == vectors[: 1 + searched]
     every = [store.similarity_search_by_vector(v, k=DEFAULT_POLICY.lead + 3) for v in vectors]
-    merged = DEFAULT_POLICY.merge(question, every[0], expansions, every[1:], document_key, top_n=len(deeper))
+    merged = policy.merge(question, every[0], expansions, every[1:], document_key, top_n=len(deeper))
     assert [d.page_content for d in deeper] == [h.item.page_content for h in merged]
     assert [d.metadata["gravity_slot"] for d in deeper[: DEFAULT_POLICY.lead]] == [
         "question"
@@ -255,6 +271,8 @@ def test_search_kwargs_and_invoke_kwargs_reach_the_store(
     assert {d.metadata["session"] for d in fixed.invoke(question)} == {"session_2"}
     per_call = GravityRetriever(engine=engine, vector_store=store, k=5)
     assert {d.metadata["session"] for d in per_call.invoke(question, filter=in_session_2)} == {"session_2"}
+    # A fetch by id could not apply the filter: no source turn is fetched for a filtered search.
+    assert all(d.metadata["gravity_slot"] != "provenance" for d in fixed.invoke(question, k=20))
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
-"""The README's LangChain retriever with its default arguments never makes the user's own store find
-less gold evidence: recall@5 and recall@10 on every LoCoMo dev conversation, against the plain store.
+"""The README's LangChain retriever with its default arguments finds more gold evidence than the
+user's own store: recall@5 and recall@10 on the LoCoMo dev conversations, against the plain store,
+at least 0.03 more on them taken together (the selected anchors' source turns, fetched by id) and
+never less on any one.
 
 Run with ``-s`` to see the figures.
 """
@@ -9,13 +11,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from gravity_core.build import AnchorBuilder
 from gravity_core.embeddings import default_embedder
-from gravity_core.eval.datasets import load_locomo_eval
+from gravity_core.embeddings.base import Embedder
+from gravity_core.eval.datasets import EvalSample, load_locomo_eval
 from gravity_core.eval.hosts import render_turn
 from gravity_core.eval.metrics import evidence_recall
 from gravity_core.extract.offline import OfflineExtractor
@@ -30,10 +32,10 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-@pytest.mark.parametrize("sample", [s.id for s in load_locomo_eval(LOCOMO)])
-def test_default_retriever_recall_is_at_least_the_plain_stores(sample: str) -> None:
-    (data,) = load_locomo_eval(LOCOMO, samples=[sample])
-    embedder = default_embedder()
+def conversation_recall(
+    data: EvalSample, embedder: Embedder
+) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """Per question, the plain store's and GRAVITY's evidence recall at each k."""
     builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
     builder.add(data.utterances)
     engine = GravityEngine.from_builder(builder)
@@ -50,7 +52,24 @@ def test_default_retriever_recall_is_at_least_the_plain_stores(sample: str) -> N
             plain[k].append(evidence_recall(question.evidence, frozenset(hits[:k])) or 0.0)
             docs = retriever.invoke(question.question, k=k)
             ours[k].append(evidence_recall(question.evidence, frozenset(d.id for d in docs if d.id)) or 0.0)
-    figures = "  ".join(f"@{k}: store {mean(plain[k]):.3f} GRAVITY {mean(ours[k]):.3f}" for k in KS)
-    sys.stdout.write(f"\n{sample} ({len(questions)} questions) {figures}\n")
+    return plain, ours
+
+
+def test_default_retriever_recall_beats_the_plain_stores() -> None:
+    embedder = default_embedder()
+    plain: dict[int, list[float]] = {k: [] for k in KS}
+    ours: dict[int, list[float]] = {k: [] for k in KS}
+    for data in load_locomo_eval(LOCOMO):
+        store_recall, gravity_recall = conversation_recall(data, embedder)
+        figures = "  ".join(
+            f"@{k}: store {mean(store_recall[k]):.3f} GRAVITY {mean(gravity_recall[k]):.3f}" for k in KS
+        )
+        sys.stdout.write(f"\n{data.id} ({len(store_recall[KS[0]])} questions) {figures}")
+        for k in KS:
+            assert mean(gravity_recall[k]) >= mean(store_recall[k]), (data.id, k)
+            plain[k] += store_recall[k]
+            ours[k] += gravity_recall[k]
+    together = "  ".join(f"@{k}: store {mean(plain[k]):.3f} GRAVITY {mean(ours[k]):.3f}" for k in KS)
+    sys.stdout.write(f"\nall ({len(plain[KS[0]])} questions) {together}\n")
     for k in KS:
-        assert mean(ours[k]) >= mean(plain[k]), (sample, k, mean(ours[k]), mean(plain[k]))
+        assert mean(ours[k]) >= mean(plain[k]) + 0.03, (k, mean(ours[k]), mean(plain[k]))

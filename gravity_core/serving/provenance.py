@@ -1,0 +1,103 @@
+"""Retrieval by provenance in the integrations: which turns to fetch, what a document holds, and notices.
+
+A host document holds one turn when its id is the turn's utterance id (what GRAVITY's document
+and node helpers write), or several when its metadata lists them under :data:`UTTERANCE_IDS_KEY`.
+The integrations fetch the turns the policy asks for by id from the host's store and pair what
+comes back with the anchors that asked (:func:`~gravity_core.context.provenance.pair_sources`).
+
+A host that cannot fetch by id, or that holds none of the ids asked for, is told once per
+retriever in the log (:class:`ProvenanceNotices`), and retrieval goes on with the searches alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from gravity_core.context.policy import ContextPolicy
+from gravity_core.context.provenance import SourceTurn, pair_sources
+from gravity_core.query.types import AnchorContext
+
+__all__ = ["UTTERANCE_IDS_KEY", "ProvenanceNotices", "held_utterances", "source_turns_for"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+UTTERANCE_IDS_KEY = "gravity_utterance_ids"
+"""Metadata key of a host document that holds several turns: the utterance ids it holds.
+
+A list of strings, or one string of ids separated by commas (for stores whose metadata holds
+only scalars, such as Chroma).
+"""
+
+
+def held_utterances(document_id: str | None, metadata: Mapping[str, Any]) -> list[str]:
+    """The utterance ids a host document holds: those its metadata lists, else its own id."""
+    listed = metadata.get(UTTERANCE_IDS_KEY)
+    if isinstance(listed, str):
+        return [part.strip() for part in listed.split(",") if part.strip()]
+    if isinstance(listed, list | tuple):
+        return [str(part) for part in listed]
+    return [document_id] if document_id else []
+
+
+def source_turns_for(policy: ContextPolicy, context: AnchorContext | None, top_n: int) -> list[SourceTurn]:
+    """The turns to fetch for a retrieval of ``top_n`` results (none when the policy places none)."""
+    if context is None or not policy.places_sources(top_n):
+        return []
+    return policy.source_turns(context.sources)
+
+
+class ProvenanceNotices:
+    """Says once per retriever why retrieval by provenance added nothing.
+
+    Args:
+        owner: the retriever's name, as the log lines say it.
+    """
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self._told: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _once(self, key: str) -> bool:
+        with self._lock:
+            if key in self._told:
+                return False
+            self._told.add(key)
+            return True
+
+    def cannot_fetch(self, host: str, why: str) -> None:
+        """The host cannot hand documents back by id: the searches alone fill the results."""
+        if self._once("cannot_fetch"):
+            logger.info(
+                "%s: %s cannot fetch documents by id (%s); the selected anchors' source turns are not "
+                "added, only the searches' hits",
+                self.owner,
+                host,
+                why,
+            )
+
+    def paired(
+        self,
+        turns: Sequence[SourceTurn],
+        fetched: Sequence[T],
+        holds: Callable[[T], Sequence[str]],
+        key: Callable[[T], Hashable],
+    ) -> list[tuple[str, T]]:
+        """:func:`pair_sources`, warning once when the host held none of the turns asked for."""
+        paired = pair_sources(turns, fetched, holds, key)
+        if turns and not paired and self._once("none_found"):
+            logger.warning(
+                "%s: the host holds none of the turns GRAVITY fetched by id (e.g. %r). Index each "
+                "turn under its utterance id (the helpers that turn messages into documents or nodes "
+                "do), or list the ids a document holds in its metadata under %r, so that the "
+                "anchors' source turns can be added",
+                self.owner,
+                turns[0].utterance_id,
+                UTTERANCE_IDS_KEY,
+            )
+        return paired
