@@ -30,11 +30,13 @@ from gravity_core.eval.settings import (
 from gravity_core.extract.base import Extractor
 from gravity_core.llm.retry import ConcurrencyLimiter
 from gravity_core.providers import load_chat_model, load_embedder
+from gravity_core.schema import AnchorKind
 from gravity_core.text.tokens import TokenCounter
 
 __all__ = ["make_eval_app"]
 
 _DEFAULTS = EvalConfig()
+_SOURCE_KINDS = ",".join(kind.value for kind in _DEFAULTS.policy.source_kinds)
 _BUDGETS = ",".join(map(str, DEFAULT_BUDGETS))
 _LLM_SETTINGS = ",".join(_DEFAULTS.llm_settings)
 _LLM_BUDGETS = ",".join(map(str, _DEFAULTS.llm_budgets))
@@ -106,14 +108,55 @@ ExpansionEvery = Annotated[
 ExpansionDepth = Annotated[
     int, typer.Option(min=1, metavar="N", help="Hits of each expansion's search that may be added.")
 ]
+SourceKinds = Annotated[
+    str,
+    typer.Option(
+        metavar="KINDS",
+        help="Anchors whose source turns are fetched from the host, in order, e.g. event,entity.",
+    ),
+]
+SourcesPerAnchor = Annotated[
+    int, typer.Option(min=0, metavar="N", help="Source turns fetched per anchor (0: no provenance).")
+]
+SourceLead = Annotated[
+    int, typer.Option(min=0, metavar="N", help="The question's hits that come before any source turn.")
+]
+SourceEvery = Annotated[
+    int,
+    typer.Option(
+        min=0, metavar="N", help="After --source-lead, every Nth place is a source turn's (0: none)."
+    ),
+]
 Concurrency = Annotated[int, typer.Option(min=1, metavar="N", help="Chat-model requests in flight.")]
 NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
-def _policy(share: float, reserve: int, least: int, lead: int, every: int, depth: int) -> ContextPolicy:
+def _policy(
+    share: float,
+    reserve: int,
+    least: int,
+    expansions: tuple[int, int, int],
+    sources: tuple[str, int, int, int],
+) -> ContextPolicy:
+    lead, every, depth = expansions
+    kinds, per_anchor, source_lead, source_every = sources
+    try:
+        source_kinds = tuple(AnchorKind(kind) for kind in _split(kinds))
+    except ValueError:
+        known = ", ".join(kind.value for kind in AnchorKind)
+        raise ConfigurationError(f"--source-kinds takes {known}, comma-separated; got {kinds!r}") from None
     return ContextPolicy(
-        lead=lead, every=every, depth=depth, anchor_share=share, host_reserve=reserve, min_anchor_tokens=least
+        lead=lead,
+        every=every,
+        depth=depth,
+        anchor_share=share,
+        host_reserve=reserve,
+        min_anchor_tokens=least,
+        source_kinds=source_kinds,
+        sources_per_anchor=per_anchor,
+        source_lead=source_lead,
+        source_every=source_every,
     )
 
 
@@ -305,6 +348,10 @@ def locomo(
     expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
     expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
     expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
+    source_kinds: SourceKinds = _SOURCE_KINDS,
+    sources_per_anchor: SourcesPerAnchor = _DEFAULTS.policy.sources_per_anchor,
+    source_lead: SourceLead = _DEFAULTS.policy.source_lead,
+    source_every: SourceEvery = _DEFAULTS.policy.source_every,
     concurrency: Concurrency = _DEFAULTS.concurrency,
     no_plots: NoPlots = False,
     quiet: Quiet = False,
@@ -327,7 +374,11 @@ def locomo(
         llm_settings=llm_settings,
         llm_budgets=llm_budgets,
         policy=_policy(
-            anchor_share, host_reserve, min_anchor_tokens, expansion_lead, expansion_every, expansion_depth
+            anchor_share,
+            host_reserve,
+            min_anchor_tokens,
+            (expansion_lead, expansion_every, expansion_depth),
+            (source_kinds, sources_per_anchor, source_lead, source_every),
         ),
         concurrency=concurrency,
         no_plots=no_plots,
@@ -360,6 +411,10 @@ def longmemeval(
     expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
     expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
     expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
+    source_kinds: SourceKinds = _SOURCE_KINDS,
+    sources_per_anchor: SourcesPerAnchor = _DEFAULTS.policy.sources_per_anchor,
+    source_lead: SourceLead = _DEFAULTS.policy.source_lead,
+    source_every: SourceEvery = _DEFAULTS.policy.source_every,
     concurrency: Concurrency = _DEFAULTS.concurrency,
     no_plots: NoPlots = False,
     quiet: Quiet = False,
@@ -382,7 +437,11 @@ def longmemeval(
         llm_settings=llm_settings,
         llm_budgets=llm_budgets,
         policy=_policy(
-            anchor_share, host_reserve, min_anchor_tokens, expansion_lead, expansion_every, expansion_depth
+            anchor_share,
+            host_reserve,
+            min_anchor_tokens,
+            (expansion_lead, expansion_every, expansion_depth),
+            (source_kinds, sources_per_anchor, source_lead, source_every),
         ),
         concurrency=concurrency,
         no_plots=no_plots,

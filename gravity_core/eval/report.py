@@ -91,6 +91,19 @@ def _ablation_table(results: EvalResults, host: str, budget: int, judged: bool) 
     return _table(header, rows)
 
 
+def _sources_phrase(policy: dict[str, Any]) -> str:
+    """How the run placed the source turns fetched by provenance, in words."""
+    kinds = policy.get("source_kinds") or ()
+    per_anchor, every = policy.get("sources_per_anchor", 0), policy.get("source_every", 0)
+    if not kinds or not per_anchor or not every:
+        return "no source turn fetched by provenance"
+    names = "/".join(str(kind) for kind in kinds)
+    return (
+        f"up to {per_anchor} source turns of each selected {names} anchor fetched by id, at every "
+        f"{every}th place after the question's first {policy.get('source_lead', 0)}"
+    )
+
+
 def _judged(results: EvalResults) -> bool:
     return any(r.correct is not None for r in results.records)
 
@@ -148,7 +161,8 @@ def markdown_report(results: EvalResults) -> str:
         f"{info['questions']} questions in {info['samples']} samples; extractor `{info['extractor']}`, "
         f"embedder `{info['embedder']}`; budgets {', '.join(map(str, budgets))} cl100k tokens, everything "
         f"in the context counted (GRAVITY's injection takes {config['policy']['anchor_share']:.0%} of what "
-        f"a budget has beyond {config['policy']['host_reserve']} tokens, capped by the preset; expansions "
+        f"a budget has beyond {config['policy']['host_reserve']} tokens, capped by the preset; "
+        f"{_sources_phrase(config['policy'])}; expansions "
         f"add a hit at every {config['policy']['every']}th place after the question's first "
         f"{config['policy']['lead']}). Offline part: {info['offline_seconds']} s.",
         "",

@@ -116,3 +116,19 @@ def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp
     with pytest.raises(MissingDependencyError, match=r"gravity-memory\[eval\]"):
         write_plots(results, tmp_path / "plots")
     assert not (tmp_path / "plots").exists()
+
+
+def test_provenance_options_reach_the_policy_and_the_report(locomo_tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["locomo", str(locomo_tiny), "-o", str(out), "--settings", "sources", "--no-plots", *FAST]
+    invoke([*args, "--source-kinds", "event,topic", "--sources-per-anchor", "1", "--source-lead", "0"])
+    data = json.loads((out / "results.json").read_text())
+    policy = data["config"]["policy"]
+    assert (policy["source_kinds"], policy["sources_per_anchor"], policy["source_lead"]) == (
+        ["event", "topic"],
+        1,
+        0,
+    )
+    assert "up to 1 source turns of each selected event/topic anchor" in (out / "report.md").read_text()
+    bad = CliRunner().invoke(make_eval_app(), [*args, "--source-kinds", "events"])
+    assert bad.exit_code != 0 and "--source-kinds takes entity, event, topic" in str(bad.exception)
