@@ -12,19 +12,29 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.base import BaseIndex
+from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptMixinType
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.provenance import SourceTurn
 from gravity_core.embeddings.framework import shares_vectors
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.question_date import as_question_date
+from gravity_core.serving.provenance import (
+    ProvenanceNotices,
+    afetch_sources,
+    fetch_sources,
+    held_utterances,
+    source_turns_for,
+)
 from gravity_core.serving.search_plan import PlanSteps, SearchPlan, arun_plan, plan_searches, run_plan
 from gravity_core.serving.users import UserKBs
 from gravity_llamaindex.embeddings import GravityEmbedding, aembed_texts, embed_texts
-from gravity_llamaindex.fusion import explained_node, host_score, node_id
+from gravity_llamaindex.fusion import explained_nodes, node_id
 from gravity_llamaindex.per_user import (
     UserFilters,
     UserRetriever,
@@ -42,6 +52,9 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 DEFAULT_TOP_K = 10
+
+# Arguments of ``as_retriever`` that keep a search to some nodes: a fetch by id could not apply them.
+_RESTRICTING = ("filters", "node_ids", "doc_ids", "vector_store_kwargs")
 
 
 class GravityFusionRetriever(BaseRetriever):
@@ -63,19 +76,41 @@ class GravityFusionRetriever(BaseRetriever):
        concurrently in :meth:`aretrieve`; in :meth:`retrieve` the expansions in order only while
        the merge can still place their hits (the nodes returned are the same).
     3. merges the lists by the :class:`~gravity_core.context.policy.ContextPolicy` (deduplicated
-       by ``node_id``): the question's own hits come first and the expansions may only add, at a
-       bounded share of the places, nodes the question has not placed. It returns the top
-       ``similarity_top_k``. Each returned node is a copy whose metadata says why it is there
-       (``gravity_slot``, ``gravity_score``: the reciprocal-rank score over the queries that found
-       it, ``gravity_found_by``: each query with the node's rank there; kept out of the LLM's and
-       the embedder's text).
+       by ``node_id``): the question's own hits come first, the selected anchors' source turns
+       (below) join them, and the expansions may only add, at a bounded share of the places, nodes
+       the question has not placed. It returns the top ``similarity_top_k``. Each returned node is
+       a copy whose metadata says why it is there (``gravity_slot``: ``"question"``,
+       ``"provenance"`` or ``"expansion"``; ``gravity_score``: the reciprocal-rank score over the
+       queries that found it; ``gravity_found_by``: each query with the node's rank there, or for
+       a source turn the anchor, e.g. ``"event:ev-000025"``; kept out of the LLM's and the
+       embedder's text).
+
+    **Retrieval by provenance.** Every GRAVITY anchor knows the turns it came from. With the
+    shipped policy, the source turns of the selected event anchors (two per anchor) are fetched
+    from the host's index by id and placed after the question's first two hits, at every second
+    place, before any expansion. Built with :meth:`from_index`, the nodes are read with the public
+    API: the vector store's ``get_nodes(node_ids=...)`` when it keeps the text (Chroma), else the
+    index's docstore ``get_nodes(ids, raise_error=False)`` (``SimpleVectorStore``, the default).
+    A node holds the turn whose utterance id is its ``node_id`` (as
+    :func:`~gravity_llamaindex.nodes_from_utterances` makes them), or the turns its metadata lists
+    under ``"gravity_utterance_ids"`` (:data:`~gravity_core.serving.provenance.UTTERANCE_IDS_KEY`);
+    a node holding several is placed once. Nothing is fetched, and the log says why once per
+    retriever, for a retriever given without its index (LlamaIndex keeps a retriever's index
+    private), a store that cannot hand nodes back by id, ``users=`` or a ``from_index`` with
+    ``filters``, ``node_ids``, ``doc_ids`` or ``vector_store_kwargs`` (a fetch by id could not keep
+    to them); nodes indexed under other ids are warned about once. With the expansions of a
+    :class:`~gravity_llamaindex.GravityQueryTransform`, the sources come from the provider's
+    remembered answer (share the provider). ``dataclasses.replace(DEFAULT_POLICY,
+    source_every=0)`` turns it off.
 
     **Scores.** A returned node keeps the score the host's retriever gave it: a node in one of the
     question's places has its score for the question (as without GRAVITY), a node an expansion
     added has the best score any of its searches gave it (the host's score for that expansion).
     So a ``SimilarityPostprocessor(similarity_cutoff=...)`` after this retriever cuts where it
-    would cut the host's own results. (A node whose searches gave no score gets its
-    reciprocal-rank score.) The order is the policy's, so the scores need not be descending.
+    would cut the host's own results. A source turn no search found has no score of the host's:
+    it takes the score of the node placed just before it, so a cutoff keeps it when it keeps that
+    node. (A node whose searches gave no score gets its reciprocal-rank score.) The order is the
+    policy's, so the scores need not be descending.
 
     **The question's date**, for phrases such as "last month": the bundle's, when it is a
     :class:`~gravity_llamaindex.GravityQueryBundle`, else ``question_date``, else the provider's.
@@ -171,6 +206,10 @@ class GravityFusionRetriever(BaseRetriever):
         self._batch_embed = batch
         self._policy = policy
         self._question_date = as_question_date(question_date)
+        # Where the source turns are fetched from: set by from_index (an unfiltered index's retriever).
+        self._source_index: BaseIndex[Any] | None = None
+        self._filtered = False
+        self._notices = ProvenanceNotices(type(self).__name__)
 
     @classmethod
     def from_index(
@@ -195,7 +234,8 @@ class GravityFusionRetriever(BaseRetriever):
         for the query's user.
 
         Args:
-            index: the host's index, e.g. a ``VectorStoreIndex`` on Chroma.
+            index: the host's index, e.g. a ``VectorStoreIndex`` on Chroma; the selected anchors'
+                source turns are fetched from it by id (see the class docstring).
             engine: a GRAVITY engine or a shared :class:`AnchorProvider`; not together with ``users``.
             users: the KBs of many users (see the class docstring).
             user_filters: with ``users`` (required then), the metadata filters of a user's nodes,
@@ -217,7 +257,7 @@ class GravityFusionRetriever(BaseRetriever):
             inner = index.as_retriever(similarity_top_k=per_query, **retriever_kwargs)
         else:
             inner = user_retriever(index, restrict, per_query, retriever_kwargs)
-        return cls(
+        made = cls(
             inner,
             provider,
             similarity_top_k=similarity_top_k,
@@ -226,6 +266,10 @@ class GravityFusionRetriever(BaseRetriever):
             policy=policy,
             question_date=question_date,
         )
+        if restrict is None:
+            made._source_index = index
+            made._filtered = any(retriever_kwargs.get(name) for name in _RESTRICTING)
+        return made
 
     @property
     def retriever(self) -> BaseRetriever:
@@ -314,6 +358,8 @@ class GravityFusionRetriever(BaseRetriever):
             embed_texts=lambda texts: embed_texts(model, texts, batch=self._batch_embed),
         )
         self._log(query_bundle, plan)
+        index, turns = self._source_turns(plan, provider, asked)
+        sourced = self._fetched(index, turns)
         results = [host.retrieve(self._search_bundle(plan, 0, query_bundle.embedding))]
 
         def search(n: int) -> list[NodeWithScore]:
@@ -322,10 +368,16 @@ class GravityFusionRetriever(BaseRetriever):
 
         # The expansions in order, only while the merge can still place their hits.
         merged, searched = self._policy.merge_searching(
-            plan.question, results[0], plan.expansions, search, node_id, top_n=self._similarity_top_k
+            plan.question,
+            results[0],
+            plan.expansions,
+            search,
+            node_id,
+            top_n=self._similarity_top_k,
+            sourced=sourced,
         )
         logger.debug("searched %d of %d expanded queries", searched, len(plan.expansions))
-        return [explained_node(hit, host_score(hit, results)) for hit in merged]
+        return explained_nodes(merged, results)
 
     @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -339,11 +391,138 @@ class GravityFusionRetriever(BaseRetriever):
             embed_texts=lambda texts: aembed_texts(model, texts, batch=self._batch_embed),
         )
         self._log(query_bundle, plan)
+        index, turns = self._source_turns(plan, provider, asked)
         given = query_bundle.embedding
-        results = await asyncio.gather(
-            *(host.aretrieve(self._search_bundle(plan, n, given)) for n in range(len(plan.queries)))
-        )
+        searches = (host.aretrieve(self._search_bundle(plan, n, given)) for n in range(len(plan.queries)))
+        sourced, results = await asyncio.gather(self._afetched(index, turns), asyncio.gather(*searches))
         merged = self._policy.merge(
-            plan.question, results[0], plan.expansions, results[1:], node_id, top_n=self._similarity_top_k
+            plan.question,
+            results[0],
+            plan.expansions,
+            results[1:],
+            node_id,
+            top_n=self._similarity_top_k,
+            sourced=sourced,
         )
-        return [explained_node(hit, host_score(hit, results)) for hit in merged]
+        return explained_nodes(merged, results)
+
+    # -- provenance ---------------------------------------------------------------------------
+
+    def _source_turns(
+        self, plan: SearchPlan, provider: AnchorProvider, asked: date | None
+    ) -> tuple[BaseIndex[Any] | None, list[SourceTurn]]:
+        """The index to fetch the plan's source turns from, and the turns (none: nothing to fetch).
+
+        With expansions a query transform gave, the plan did not ask GRAVITY: the provider's
+        remembered answer (the transform's, when they share the provider) names the sources.
+        """
+        context = plan.context
+        if context is None:
+            context = provider.cached(plan.question, question_date=asked)
+        turns = source_turns_for(self._policy, context, self._similarity_top_k)
+        if not turns:
+            return None, []
+        if self._user_retriever is not None:
+            # The user's retriever keeps to the user's nodes; a fetch by id could not.
+            self._notices.cannot_fetch(
+                "a retriever per user", "a fetch by id cannot apply the user's filters"
+            )
+            return None, []
+        if self._source_index is None:
+            self._notices.cannot_fetch(
+                type(self._retriever).__name__,
+                "a retriever gives no public fetch by id; GravityFusionRetriever.from_index(index, ...) "
+                "fetches from the index",
+            )
+            return None, []
+        if self._filtered:
+            self._notices.cannot_fetch(
+                "a filtered search", "a fetch by id cannot apply the retriever's filters"
+            )
+            return None, []
+        return self._source_index, turns
+
+    def _fetched(
+        self, index: BaseIndex[Any] | None, turns: Sequence[SourceTurn]
+    ) -> list[tuple[str, NodeWithScore]]:
+        """The index's nodes holding ``turns``, each with the anchor that asked for it (none: no index)."""
+        if index is None:
+            return []
+        return fetch_sources(
+            self._notices,
+            _host_name(index),
+            turns,
+            lambda ids: _as_results(_get_nodes(index, ids)),
+            _holds,
+            node_id,
+        )
+
+    async def _afetched(
+        self, index: BaseIndex[Any] | None, turns: Sequence[SourceTurn]
+    ) -> list[tuple[str, NodeWithScore]]:
+        """Async :meth:`_fetched`."""
+        if index is None:
+            return []
+
+        async def fetch(ids: list[str]) -> list[NodeWithScore]:
+            return _as_results(await _aget_nodes(index, ids))
+
+        return await afetch_sources(self._notices, _host_name(index), turns, fetch, _holds, node_id)
+
+
+def _host_name(index: BaseIndex[Any]) -> str:
+    store = index.vector_store if isinstance(index, VectorStoreIndex) else None
+    return type(index).__name__ if store is None else f"{type(index).__name__} over {type(store).__name__}"
+
+
+def _text_store(index: BaseIndex[Any]) -> BasePydanticVectorStore | None:
+    """The index's vector store when it keeps the nodes' text (Chroma...); else the docstore does."""
+    store = index.vector_store if isinstance(index, VectorStoreIndex) else None
+    return store if store is not None and store.stores_text else None
+
+
+def _get_nodes(index: BaseIndex[Any], ids: list[str]) -> list[BaseNode]:
+    """The index's nodes of ``ids`` (those it holds): from a vector store keeping the text, else the docstore.
+
+    Raises:
+        NotImplementedError: the vector store keeps the text but has no ``get_nodes``, and the
+            docstore holds none of the nodes.
+    """
+    store = _text_store(index)
+    if store is not None:
+        try:
+            return list(store.get_nodes(node_ids=ids))
+        except NotImplementedError:
+            pass
+    found = index.docstore.get_nodes(ids, raise_error=False)
+    if not found and store is not None:
+        raise NotImplementedError(_NO_GET_NODES.format(store=type(store).__name__))
+    return found
+
+
+async def _aget_nodes(index: BaseIndex[Any], ids: list[str]) -> list[BaseNode]:
+    """Async :func:`_get_nodes`."""
+    store = _text_store(index)
+    if store is not None:
+        try:
+            return list(await store.aget_nodes(node_ids=ids))
+        except NotImplementedError:
+            pass
+    found = await index.docstore.aget_nodes(ids, raise_error=False)
+    if not found and store is not None:
+        raise NotImplementedError(_NO_GET_NODES.format(store=type(store).__name__))
+    return found
+
+
+_NO_GET_NODES = (
+    "{store} has no get_nodes and the index's docstore holds none of the nodes asked for "
+    "(VectorStoreIndex(..., store_nodes_override=True) keeps them there)"
+)
+
+
+def _as_results(nodes: Sequence[BaseNode]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=node, score=None) for node in nodes]
+
+
+def _holds(item: NodeWithScore) -> list[str]:
+    return held_utterances(item.node.node_id, item.node.metadata)

@@ -3,7 +3,8 @@
 A host document holds one turn when its id is the turn's utterance id (what GRAVITY's document
 and node helpers write), or several when its metadata lists them under :data:`UTTERANCE_IDS_KEY`.
 The integrations fetch the turns the policy asks for by id from the host's store and pair what
-comes back with the anchors that asked (:func:`~gravity_core.context.provenance.pair_sources`).
+comes back with the anchors that asked (:func:`~gravity_core.context.provenance.pair_sources`;
+:func:`fetch_sources` and :func:`afetch_sources` do both, given the host's fetch).
 
 A host that cannot fetch by id, or that holds none of the ids asked for, is told once per
 retriever in the log (:class:`ProvenanceNotices`), and retrieval goes on with the searches alone.
@@ -13,14 +14,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gravity_core.context.policy import ContextPolicy
 from gravity_core.context.provenance import SourceTurn, pair_sources
 from gravity_core.query.types import AnchorContext
 
-__all__ = ["UTTERANCE_IDS_KEY", "ProvenanceNotices", "held_utterances", "source_turns_for"]
+__all__ = [
+    "UTTERANCE_IDS_KEY",
+    "ProvenanceNotices",
+    "afetch_sources",
+    "fetch_sources",
+    "held_utterances",
+    "source_turns_for",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,3 +109,51 @@ class ProvenanceNotices:
                 UTTERANCE_IDS_KEY,
             )
         return paired
+
+
+def fetch_sources(
+    notices: ProvenanceNotices,
+    host: str,
+    turns: Sequence[SourceTurn],
+    fetch: Callable[[list[str]], Sequence[T]],
+    holds: Callable[[T], Sequence[str]],
+    key: Callable[[T], Hashable],
+) -> list[tuple[str, T]]:
+    """The host's documents holding ``turns``, each with its anchor (:meth:`ProvenanceNotices.paired`).
+
+    Args:
+        notices: the retriever's notices.
+        host: the host's name, as a notice says it.
+        turns: the turns to fetch (:func:`source_turns_for`).
+        fetch: the host's fetch by id; a ``NotImplementedError`` (its message says why) means the
+            host cannot fetch: told once (:meth:`ProvenanceNotices.cannot_fetch`), nothing is added.
+        holds: the utterance ids a fetched document holds (:func:`held_utterances`).
+        key: what makes two documents the same.
+    """
+    if not turns:
+        return []
+    try:
+        fetched = fetch([turn.utterance_id for turn in turns])
+    except NotImplementedError as error:
+        notices.cannot_fetch(host, str(error) or "no fetch by id")
+        return []
+    return notices.paired(turns, fetched, holds, key)
+
+
+async def afetch_sources(
+    notices: ProvenanceNotices,
+    host: str,
+    turns: Sequence[SourceTurn],
+    fetch: Callable[[list[str]], Awaitable[Sequence[T]]],
+    holds: Callable[[T], Sequence[str]],
+    key: Callable[[T], Hashable],
+) -> list[tuple[str, T]]:
+    """Async :func:`fetch_sources`: ``fetch`` is awaited."""
+    if not turns:
+        return []
+    try:
+        fetched = await fetch([turn.utterance_id for turn in turns])
+    except NotImplementedError as error:
+        notices.cannot_fetch(host, str(error) or "no fetch by id")
+        return []
+    return notices.paired(turns, fetched, holds, key)

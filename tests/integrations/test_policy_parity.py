@@ -1,6 +1,6 @@
 """`gravity eval` measures what the integrations ship: one question through the eval's host path,
 LangChain's GravityRetriever and LlamaIndex's GravityFusionRetriever (all with their defaults) gives
-the same turns in the same order."""
+the same turns in the same order, the selected anchors' source turns fetched by id among them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from llama_index.core.schema import TextNode
 
 from gravity_core.build import AnchorBuilder
 from gravity_core.context.policy import DEFAULT_POLICY
+from gravity_core.context.provenance import pair_sources
 from gravity_core.embeddings import default_embedder
 from gravity_core.eval.hosts import VectorHost, render_turn
 from gravity_core.eval.runner import policy_ranking
@@ -42,10 +43,14 @@ def setup() -> tuple[list[Utterance], GravityEngine]:
 
 def eval_ids(utterances: list[Utterance], engine: GravityEngine, question: str) -> list[str]:
     host = VectorHost(utterances, engine.embedder, counter=TokenCounter())
-    expansions = engine.query(question).expansions
-    queries = [question, *expansions]
+    context = engine.query(question)
+    queries = [question, *context.expansions]
     rankings = dict(zip(queries, host.search(queries), strict=True))
-    return [p.id for p in policy_ranking(DEFAULT_POLICY, question, expansions, rankings)][:K]
+    # The selected anchors' source turns, fetched by id as the eval fetches them.
+    turns = DEFAULT_POLICY.source_turns(context.sources)
+    fetched = host.fetch([turn.utterance_id for turn in turns])
+    sourced = pair_sources(turns, fetched, lambda p: p.turn_ids, key=lambda p: p.id)
+    return [p.id for p in policy_ranking(DEFAULT_POLICY, question, context.expansions, rankings, sourced)][:K]
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -60,6 +65,7 @@ def test_langchain_retriever_returns_the_evals_ranking(
     assert [d.id for d in docs] == expected
     assert engine.query(question).expansions, "the question must have expansions to compare"
     assert any(d.metadata["gravity_slot"] == "expansion" for d in docs)
+    assert any(d.metadata["gravity_slot"] == "provenance" for d in docs)
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -70,4 +76,6 @@ def test_llamaindex_fusion_retriever_returns_the_evals_ranking(
     nodes = [TextNode(id_=u.id, text=render_turn(u)) for u in utterances]
     index = VectorStoreIndex(nodes, embed_model=GravityEmbedding(engine.embedder))
     retriever = GravityFusionRetriever.from_index(index, engine, similarity_top_k=K)
-    assert [n.node.node_id for n in retriever.retrieve(question)] == eval_ids(utterances, engine, question)
+    nodes = retriever.retrieve(question)
+    assert [n.node.node_id for n in nodes] == eval_ids(utterances, engine, question)
+    assert any(n.node.metadata["gravity_slot"] == "provenance" for n in nodes)

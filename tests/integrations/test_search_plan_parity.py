@@ -132,6 +132,12 @@ async def test_both_integrations_plan_the_same_searches(
     assert _rounded(lc_store.searched) == _rounded(li_store.searched)
     assert (len(lc_store.searched) == 1) == (policy is DEFAULT_POLICY)  # shipped policy: the question only
     assert [d.id for d in documents] == [n.node.node_id for n in nodes]
+    # The same source turns, fetched by id, at the same places, for the same anchors.
+    assert [d.metadata["gravity_slot"] for d in documents] == [n.node.metadata["gravity_slot"] for n in nodes]
+    assert any(d.metadata["gravity_slot"] == "provenance" for d in documents)
+    assert [d.metadata["gravity_found_by"] for d in documents] == [
+        n.node.metadata["gravity_found_by"] for n in nodes
+    ]
 
     # Async: every placeable query searched at once, the same vectors and results on both sides.
     lc_store.searched.clear()
@@ -144,3 +150,6 @@ async def test_both_integrations_plan_the_same_searches(
     assert lc_async_embedded == list(spy.calls)
     assert sorted(_rounded(lc_store.searched)) == sorted(_rounded(li_store.searched))
     assert [d.id for d in adocuments] == [n.node.node_id for n in anodes]
+    assert [d.metadata["gravity_slot"] for d in adocuments] == [
+        n.node.metadata["gravity_slot"] for n in anodes
+    ]
