@@ -23,7 +23,13 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
-from gravity_core.serving.provenance import ProvenanceNotices, held_utterances, source_turns_for
+from gravity_core.serving.provenance import (
+    ProvenanceNotices,
+    afetch_sources,
+    fetch_sources,
+    held_utterances,
+    source_turns_for,
+)
 from gravity_core.serving.search_plan import PlanSteps, SearchPlan, arun_plan, plan_searches, run_plan
 from gravity_core.serving.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
@@ -45,6 +51,11 @@ from gravity_langchain.store_search import asearch_store, search_store
 __all__ = ["GravityRetriever"]
 
 logger = logging.getLogger(__name__)
+
+
+def _holds(document: Document) -> list[str]:
+    return held_utterances(document.id, document.metadata)
+
 
 _NO_METADATA = (
     "its get_by_ids fails on documents stored without metadata, as langchain-chroma's does; give "
@@ -398,37 +409,30 @@ class GravityRetriever(BaseRetriever):
             return None, []
         return store, turns
 
-    def _pair(self, turns: Sequence[SourceTurn], fetched: Sequence[Document]) -> list[tuple[str, Document]]:
-        return self._notices.paired(
-            turns, fetched, lambda d: held_utterances(d.id, d.metadata), key=document_key
-        )
-
     def _sourced(self, plan: SearchPlan, call: RetrievalCall) -> list[tuple[str, Document]]:
         """The documents holding the selected anchors' source turns, each with its anchor."""
         store, turns = self._source_store(plan, call)
         if store is None:
             return []
-        try:
-            fetched = store.get_by_ids([turn.utterance_id for turn in turns])
-        except NotImplementedError:
-            self._notices.cannot_fetch(type(store).__name__, "no get_by_ids")
-            return []
-        except ValidationError:
-            self._notices.cannot_fetch(type(store).__name__, _NO_METADATA)
-            return []
-        return self._pair(turns, fetched)
+
+        def fetch(ids: list[str]) -> list[Document]:
+            try:
+                return store.get_by_ids(ids)
+            except ValidationError as error:
+                raise NotImplementedError(_NO_METADATA) from error
+
+        return fetch_sources(self._notices, type(store).__name__, turns, fetch, _holds, document_key)
 
     async def _asourced(self, plan: SearchPlan, call: RetrievalCall) -> list[tuple[str, Document]]:
         """Async :meth:`_sourced`."""
         store, turns = self._source_store(plan, call)
         if store is None:
             return []
-        try:
-            fetched = await store.aget_by_ids([turn.utterance_id for turn in turns])
-        except NotImplementedError:
-            self._notices.cannot_fetch(type(store).__name__, "no get_by_ids")
-            return []
-        except ValidationError:
-            self._notices.cannot_fetch(type(store).__name__, _NO_METADATA)
-            return []
-        return self._pair(turns, fetched)
+
+        async def fetch(ids: list[str]) -> list[Document]:
+            try:
+                return await store.aget_by_ids(ids)
+            except ValidationError as error:
+                raise NotImplementedError(_NO_METADATA) from error
+
+        return await afetch_sources(self._notices, type(store).__name__, turns, fetch, _holds, document_key)

@@ -127,8 +127,8 @@ class ContextPolicy:
     anchor_share: float = 0.25
     host_reserve: int = 400
     min_anchor_tokens: int = 150
-    source_kinds: tuple[AnchorKind, ...] = (AnchorKind.EVENT,)
-    sources_per_anchor: int = 2
+    source_kinds: tuple[AnchorKind, ...] = (AnchorKind.EVENT, AnchorKind.ENTITY)
+    sources_per_anchor: int = 4
     source_lead: int = 2
     source_every: int = 2
 

@@ -31,7 +31,6 @@ from gravity_core.query.live import (
     first_reading,
 )
 from gravity_core.query.matching import AnchorLexicon, parse_temporal_query, temporal_event_matches
-from gravity_core.query.provenance import anchor_sources
 from gravity_core.query.selection import select
 from gravity_core.query.state import KBSnapshot
 from gravity_core.query.types import AnchorContext, ScoredAnchor
@@ -354,6 +353,7 @@ class GravityEngine:
         floor = cfg.relevance_floor if cfg.relevance_floor is not None else self.relevance_floor
         if not _relevant(question, selected, floor, cfg.rerank):
             selected = []
+        focus = served.lexicon.focus(question)
         expansions = (
             expand(served.kb, selected, cfg.expansion_budget, question, texts=served.expansion_texts)
             if cfg.expand
@@ -365,9 +365,9 @@ class GravityEngine:
             counter=self.counter,
             token_budget=cfg.token_budget,
             rendered=served.rendered,
-            focus=served.lexicon.focus(question),
+            focus=focus,
         )
-        sources = anchor_sources(served.kb, selected)
+        sources = served.sources.sources(selected, focus)
         return AnchorContext(question, kept, expansions, blocks, text, tokens, sources)
 
     async def aquery(

@@ -16,6 +16,7 @@ from gravity_core.query.blocks import RenderedAnchors
 from gravity_core.query.expansion import ExpansionTexts
 from gravity_core.query.index import AnchorIndex
 from gravity_core.query.matching import AnchorLexicon
+from gravity_core.query.provenance import SourceRanker
 from gravity_core.query.stored_expansions import StoredExpansions
 from gravity_core.schema import KnowledgeBase
 from gravity_core.storage.anchor_vectors import KindVectors, summary_vectors
@@ -35,6 +36,7 @@ class KBSnapshot:
         index: the anchor vectors.
         lexicon: native-matching tables of ``kb``.
         rendered: memo of ``kb``'s rendered anchors.
+        sources: ranks the selected anchors' source utterances for a question.
         expansions: stored vectors of expanded queries.
         expansion_texts: memo of ``kb``'s anchors' expanded queries.
         reference_date: the default question date (the KB's latest day, else today).
@@ -46,6 +48,7 @@ class KBSnapshot:
     index: AnchorIndex
     lexicon: AnchorLexicon
     rendered: RenderedAnchors
+    sources: SourceRanker
     expansions: StoredExpansions
     expansion_texts: ExpansionTexts
     reference_date: date
@@ -74,6 +77,7 @@ class KBSnapshot:
             index=index,
             lexicon=lexicon,
             rendered=RenderedAnchors(kb, counter=counter),
+            sources=SourceRanker(kb),
             expansions=StoredExpansions.of(expansion_vectors),
             expansion_texts=ExpansionTexts(kb),
             reference_date=lexicon.latest_day or date.today(),

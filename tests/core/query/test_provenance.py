@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.query.engine import GravityEngine
-from gravity_core.query.provenance import anchor_sources
+from gravity_core.query.matching.keywords import Stemmer
+from gravity_core.query.provenance import SourceRanker
 from gravity_core.query.types import ScoredAnchor
-from gravity_core.schema import AnchorKind, Attribute, EntityAnchor, Fact, KnowledgeBase, TopicAnchor
+from gravity_core.schema import AnchorKind, EntityAnchor, Fact, KnowledgeBase, TopicAnchor, Utterance
 
 
 def test_a_query_lists_the_sources_of_every_selected_anchor(sample_kb: AnchorBuilder) -> None:
@@ -30,41 +31,42 @@ def test_a_query_lists_the_sources_of_every_selected_anchor(sample_kb: AnchorBui
     assert context.to_dict()["sources"][0]["utterance_ids"] == list(context.sources[0].utterance_ids)
 
 
-def test_an_entity_lists_its_strongest_current_attributes_sources_first() -> None:
+def test_an_entity_lists_its_mentions_about_the_question_most_shared_keywords_first() -> None:
     at = datetime(2023, 5, 1, tzinfo=UTC)
 
-    def attribute(value: str, confidence: float, sources: list[str], current: bool = True) -> Attribute:
-        return Attribute(
-            name="job",
-            value=value,
-            confidence=confidence,
-            current=current,
-            first_seen=at,
-            last_seen=at,
-            sources=sources,
-        )
+    def said(uid: str, text: str) -> Utterance:
+        return Utterance(id=uid, speaker="Maya", text=text, session="s1", timestamp=at)
 
+    turns = [
+        said("u1", "Maya loves her dog."),
+        said("u2", "Maya started a new job at the hospital."),
+        said("u3", "Maya's hospital has night shifts."),
+        said("u4", "Maya went hiking."),
+        said("u5", "The new hospital job pays well, Maya says."),
+    ]
     entity = EntityAnchor(
-        id="p1",
-        name="Maya",
-        first_seen=at,
-        last_seen=at,
-        sources=["u1", "u2", "u3", "u4", "u5"],
-        attributes=[
-            attribute("baker", 0.9, ["u4"], current=False),
-            attribute("nurse", 0.5, ["u2"]),
-            attribute("teacher", 0.8, ["u3", "u2"]),
-        ],
+        id="p1", name="Maya", first_seen=at, last_seen=at, sources=["u1", "u2", "u3", "u4", "u5"]
     )
-    topic = TopicAnchor(id="t1", label="hiking", key_facts=[Fact(text="likes trails", sources=["u5"])])
-    kb = KnowledgeBase(entities={"p1": entity}, topics={"t1": topic})
+    topic = TopicAnchor(
+        id="t1",
+        label="hiking",
+        participants=["Maya"],
+        key_facts=[Fact(text="likes trails", sources=["u4", "u5", "u1"])],
+    )
+    kb = KnowledgeBase(utterances={u.id: u for u in turns}, entities={"p1": entity}, topics={"t1": topic})
+    ranker = SourceRanker(kb)
     chosen = [
         ScoredAnchor(AnchorKind.ENTITY, "p1", 0.9),
         ScoredAnchor(AnchorKind.EVENT, "gone", 0.8),  # not in the KB any more: skipped
         ScoredAnchor(AnchorKind.TOPIC, "t1", 0.7),
     ]
-    found = anchor_sources(kb, chosen)
+    stemmer = Stemmer()
+    focus = frozenset(stemmer.stems("Where is Maya's new hospital job?"))
+    found = ranker.sources(chosen, focus)
+    # 'Maya' is the entity's own name (and the topic's participant): it does not make a mention
+    # about the question. u2 and u5 share 'hospital' and 'job', u3 only 'hospital'; u1, u4 nothing.
     assert [(s.label, s.utterance_ids) for s in found] == [
-        ("entity:p1", ("u3", "u2", "u4")),
+        ("entity:p1", ("u2", "u5", "u3")),
         ("topic:t1", ("u5",)),
     ]
+    assert ranker.sources(chosen, frozenset())[0].utterance_ids == ()
