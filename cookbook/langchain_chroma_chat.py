@@ -62,11 +62,15 @@ class ShowRetrieval(BaseCallbackHandler):
         if name == ANCHORS_EVENT:
             chosen = ", ".join(f"{a['kind']} {a['id']} ({a['score']:.2f})" for a in data["anchors"][:6])
             print(f"  anchors:  {chosen}")
-            print(f"  expanded: {len(data['expansions'])} extra searches of Chroma")
+            print(
+                f"  expanded: {len(data['expansions'])} queries made (searched where the policy places them)"
+            )
 
     def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
         for doc in documents:
-            print(f"  memory:   [{doc.id}] {doc.page_content[:90]}")
+            # "question": the question's own hit; "provenance": a selected anchor's source turn,
+            # fetched from Chroma by id; "expansion": an expanded query's hit.
+            print(f"  memory:   [{doc.id}] ({doc.metadata['gravity_slot']}) {doc.page_content[:80]}")
 
     def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any) -> None:
         prompt = messages[0]

@@ -74,8 +74,15 @@ def test_langchain_chat_over_chroma(tmp_path: Path) -> None:
     where, biscuit, marathon = blocks(out, "User: ")
     # What the model was shown: the anchors know where Maya works now, the memories came from Chroma.
     assert re.search(r"profile:  - Maya .*Harbourside", where)
-    assert "[session_3:12]" in biscuit  # the turn that introduces Biscuit
-    assert all(int(n) > 0 for n in re.findall(r"expanded: (\d+) extra searches", out))
+    memories = re.findall(
+        r"memory:   \[(session_\d+:\d+)\] \((question|provenance|expansion)\) (.*)", biscuit
+    )
+    assert len(memories) == 4 and all("biscuit" in text.lower() for _, _, text in memories)
+    # The k=4 places: the question's own first three hits, then a selected anchor's source turn
+    # fetched from Chroma by id.
+    slots = re.findall(r"memory:   \[session_\d+:\d+\] \((\w+)\)", out)
+    assert slots == ["question", "question", "question", "provenance"] * 3
+    assert all(int(n) > 0 for n in re.findall(r"expanded: (\d+) queries made", out))
     # The chat's own history rides along: 2, 4, then 6 messages.
     assert re.findall(r"prompt:   (\d+) messages", out) == ["2", "4", "6"]
     assert "Bot:  Jonas ran the Avon Valley Half Marathon" in marathon

@@ -75,7 +75,7 @@ class SourceRanker:
                 snapshots = [u for snapshot in topic.arc for u in snapshot.sources]
                 names = self._text_stems(" ".join(topic.participants))
                 ids = self._about([*facts, *snapshots], frozenset(focus) - names)
-            found.append(AnchorSources(anchor.kind, anchor.id, tuple(dict.fromkeys(ids))))
+            found.append(AnchorSources(anchor.kind, anchor.id, tuple(dict.fromkeys(ids)), anchor.score))
         return found
 
     def _about(self, utterance_ids: Sequence[str], focus: frozenset[str]) -> list[str]:

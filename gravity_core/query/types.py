@@ -34,14 +34,16 @@ class AnchorSources:
     Attributes:
         kind: entity, event or topic.
         anchor_id: the anchor's id in the KB.
-        utterance_ids: for an event, the utterances that reported it; for an entity, those of its
-            current attributes, then its relations, then its past values; for a topic, those of its
-            key facts, then of its per-session snapshots. Each id once.
+        utterance_ids: for an event, the utterances that reported it; for a profile or a topic,
+            those about what the question asks (:class:`~gravity_core.query.provenance.SourceRanker`).
+            Each id once.
+        score: the anchor's score for the question (as :attr:`ScoredAnchor.score`).
     """
 
     kind: AnchorKind
     anchor_id: str
     utterance_ids: tuple[str, ...]
+    score: float = 0.0
 
     @property
     def label(self) -> str:
