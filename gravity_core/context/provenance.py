@@ -14,9 +14,16 @@ from typing import Protocol, TypeVar
 
 from gravity_core.schema import AnchorKind
 
-__all__ = ["SourceTurn", "SourcedAnchor", "pair_sources"]
+__all__ = ["UTTERANCE_IDS_KEY", "SourceTurn", "SourcedAnchor", "pair_sources"]
 
 T = TypeVar("T")
+
+UTTERANCE_IDS_KEY = "gravity_utterance_ids"
+"""Metadata key of a host document that holds several turns: the utterance ids it holds.
+
+A list of strings, or one string of ids separated by commas (for stores whose metadata holds
+only scalars, such as Chroma).
+"""
 
 
 class SourcedAnchor(Protocol):

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gravity_core.context.policy import ContextPolicy
-from gravity_core.context.provenance import SourceTurn, pair_sources
+from gravity_core.context.provenance import UTTERANCE_IDS_KEY, SourceTurn, pair_sources
 from gravity_core.query.types import AnchorContext
 
 __all__ = [
@@ -33,13 +33,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-UTTERANCE_IDS_KEY = "gravity_utterance_ids"
-"""Metadata key of a host document that holds several turns: the utterance ids it holds.
-
-A list of strings, or one string of ids separated by commas (for stores whose metadata holds
-only scalars, such as Chroma).
-"""
 
 
 def held_utterances(document_id: str | None, metadata: Mapping[str, Any]) -> list[str]:

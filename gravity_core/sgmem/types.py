@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gravity_core.context.provenance import UTTERANCE_IDS_KEY
 from gravity_core.prompts.sgmem import EXCERPTS_HEADER, MEMORIES_HEADER, render_memory_line
 from gravity_core.sgmem.config import ChunkGranularity
 from gravity_core.sgmem.memories import MemoryKind
@@ -78,6 +79,7 @@ def chunk_metadata(chunk: RankedChunk) -> dict[str, Any]:
         "granularity": chunk.granularity.value,
         "score": chunk.score,
         "utterance_ids": list(chunk.utterance_ids),
+        UTTERANCE_IDS_KEY: list(chunk.utterance_ids),
         "sentence_ids": list(chunk.sentence_ids),
         "session": chunk.session,
         "timestamp": chunk.timestamp.isoformat(),
