@@ -16,6 +16,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from gravity_core.context.provenance import UTTERANCE_IDS_KEY
 from gravity_core.errors import ConfigurationError
 from gravity_core.sgmem.config import ChunkGranularity, RetrievalConfig
 from gravity_core.sgmem.index import SGMem
@@ -31,6 +32,7 @@ _HIDDEN = [
     "granularity",
     "score",
     "utterance_ids",
+    UTTERANCE_IDS_KEY,
     "sentence_ids",
     "session",
     "timestamp",
