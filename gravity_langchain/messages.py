@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, Protocol
 
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -40,12 +41,14 @@ from gravity_core.serving.messages import (
     renamed_arguments,
     utterances_from_neutral_messages,
 )
+from gravity_core.serving.turn_documents import turn_metadata, turn_text
 from gravity_langchain.models import LangChainChatModel
 
 __all__ = [
     "DEFAULT_ROLES",
     "MessageSource",
     "build_kb_from_messages",
+    "documents_from_utterances",
     "forget_messages",
     "neutral_message",
     "utterances_from_messages",
@@ -150,6 +153,23 @@ def utterances_from_messages(
 
 
 @renamed_arguments(**RENAMED_ARGUMENTS)
+def documents_from_utterances(utterances: Sequence[Utterance]) -> list[Document]:
+    """One ``Document`` per utterance, for the host's own vector store of the conversation.
+
+    The document's id is the utterance id (the ids GRAVITY's anchors cite, so
+    :class:`~gravity_langchain.retriever.GravityRetriever` can fetch a selected anchor's source
+    turns by id), its text ``"<speaker>: <text>"`` (attachment captions included), and its
+    metadata ``speaker``, ``session``, ``id`` and ``date`` (scalars, which every store keeps;
+    langchain-chroma cannot hand back by id a document stored without metadata).
+
+    Example:
+        ```python
+        store.add_documents(documents_from_utterances(load_conversation("chat.jsonl")))
+        ```
+    """
+    return [Document(page_content=turn_text(u), id=u.id, metadata=turn_metadata(u)) for u in utterances]
+
+
 def build_kb_from_messages(
     messages: MessageSource,
     kb_dir: str | os.PathLike[str] | None = None,

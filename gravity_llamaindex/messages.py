@@ -22,6 +22,7 @@ from gravity_core.serving.messages import (
     renamed_arguments,
     utterances_from_neutral_messages,
 )
+from gravity_core.serving.turn_documents import turn_metadata, turn_text
 
 __all__ = ["neutral_message", "nodes_from_utterances", "utterances_from_chat_messages"]
 
@@ -99,16 +100,11 @@ def nodes_from_utterances(utterances: Sequence[Utterance]) -> list[TextNode]:
     """
     nodes: list[TextNode] = []
     for utterance in utterances:
-        metadata = {
-            "speaker": utterance.speaker,
-            "session": utterance.session,
-            "id": utterance.id,
-            "date": utterance.day.isoformat(),
-        }
+        metadata = turn_metadata(utterance)
         nodes.append(
             TextNode(
                 id_=utterance.id,
-                text=f"{utterance.speaker}: {utterance.full_text()}",
+                text=turn_text(utterance),
                 metadata=metadata,
                 excluded_embed_metadata_keys=list(metadata),
                 excluded_llm_metadata_keys=["speaker"],

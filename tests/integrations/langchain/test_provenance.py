@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,8 +16,10 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from gravity_core.context.policy import DEFAULT_POLICY
 from gravity_core.query.engine import GravityEngine
+from gravity_core.schema import Utterance
 from gravity_core.serving.provenance import UTTERANCE_IDS_KEY
 from gravity_langchain import GravityEmbeddings, GravityRetriever
+from gravity_langchain.messages import documents_from_utterances
 
 K = 10
 
@@ -133,3 +136,25 @@ def test_a_document_of_several_turns_is_fetched_once_for_them(
     assert fetched and len({d.id for d in docs}) == len(docs)
     sources = {u for s in engine.query(question).sources for u in s.utterance_ids}
     assert all(set(d.metadata[UTTERANCE_IDS_KEY].split(",")) & sources for d in fetched)
+
+
+def test_turns_indexed_with_documents_from_utterances_come_back_from_chroma(
+    engine: GravityEngine, utterances: list[Utterance], question: str
+) -> None:
+    from langchain_chroma import Chroma
+
+    documents = documents_from_utterances(utterances)
+    first = documents[0]
+    assert first.id == utterances[0].id and first.page_content.startswith(f"{utterances[0].speaker}: ")
+    assert first.metadata == {
+        "speaker": utterances[0].speaker,
+        "session": utterances[0].session,
+        "id": utterances[0].id,
+        "date": utterances[0].day.isoformat(),
+    }
+    store = Chroma(
+        collection_name=f"turns-{uuid.uuid4().hex}", embedding_function=GravityEmbeddings(engine.embedder)
+    )
+    store.add_documents(documents)
+    docs = GravityRetriever(engine=engine, vector_store=store, k=K).invoke(question)
+    assert provenance(docs), "Chroma handed back no source turn"
