@@ -7,10 +7,11 @@ That history is kept twice, from the same turns:
 - in Chroma, one document per turn: the host memory any LangChain app would have;
 - in a GRAVITY KB of entity, event and topic anchors, built offline (no model, no key).
 
-Each new question goes through ``build_gravity_chain``: the question and GRAVITY's expanded queries
-search Chroma, the anchors join the prompt, and the turns of the current chat ride along as
-``history``. The script prints, per question, the anchors GRAVITY chose, the turns the retriever
-returned and the answer.
+Each new question goes through ``build_gravity_chain``: the question searches Chroma, the selected
+anchors' source turns are fetched from it by id, the anchors join the prompt, and the turns of the
+current chat ride along as ``history``. (GRAVITY's expanded queries are made but, with the shipped
+policy, not searched; ``policy=EXPANDING_POLICY`` searches them.) The script prints, per question,
+the anchors GRAVITY chose, the turns the retriever returned and the answer.
 
 Run from anywhere (offline, about 10 s):
 
@@ -63,13 +64,15 @@ class ShowRetrieval(BaseCallbackHandler):
             chosen = ", ".join(f"{a['kind']} {a['id']} ({a['score']:.2f})" for a in data["anchors"][:6])
             print(f"  anchors:  {chosen}")
             print(
-                f"  expanded: {len(data['expansions'])} queries made (searched where the policy places them)"
+                f"  expanded: {len(data['expansions'])} queries made"
+                " (not searched: the shipped policy places none)"
             )
 
     def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
         for doc in documents:
             # "question": the question's own hit; "provenance": a selected anchor's source turn,
-            # fetched from Chroma by id; "expansion": an expanded query's hit.
+            # fetched from Chroma by id; "expansion": an expanded query's hit (only under a policy that
+            # places them, e.g. EXPANDING_POLICY).
             print(f"  memory:   [{doc.id}] ({doc.metadata['gravity_slot']}) {doc.page_content[:80]}")
 
     def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kwargs: Any) -> None:

@@ -4,9 +4,10 @@ The host memory is a ``VectorStoreIndex`` over the conversation, one node per tu
 question is asked of two query engines over that index:
 
 - plain: ``index.as_query_engine()``, one vector search;
-- GRAVITY: ``GravityFusionRetriever`` runs the question and each of GRAVITY's expanded queries as
-  its own search and fuses the results by reciprocal rank; ``GravityNodePostprocessor`` then puts
-  the anchor blocks (topic summaries, entity profiles, event records) first in the context.
+- GRAVITY: ``GravityFusionRetriever`` runs the question's search and adds the selected anchors'
+  source turns, fetched from the index by id (GRAVITY's expanded queries are searched too only under
+  a policy that places them, ``EXPANDING_POLICY``); ``GravityNodePostprocessor`` then puts the
+  anchor blocks (topic summaries, entity profiles, event records) first in the context.
 
 ``MockLLM`` stands in for the LLM: it answers with the prompt it was given, so the script can show
 what GRAVITY added. The script prints the turns each engine retrieved, marks the turns that hold

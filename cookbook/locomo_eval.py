@@ -3,7 +3,9 @@
 ``run_eval`` builds a KB per conversation (offline extractor, MiniLM), then, for every question,
 fills a context window of a fixed token budget (800, 1500 and 3000 cl100k tokens) with the host
 memory alone (plain vector retrieval of turns) and with the host plus GRAVITY (anchors take at most
-a quarter of the budget; GRAVITY's expanded queries are fused into the host's ranking). Offline, it
+a quarter of the budget; the selected anchors' source turns join the host's ranking, and GRAVITY's
+expanded queries too with ``EvalConfig(policy=EXPANDING_POLICY)``, the paper's query expansion, or
+``gravity eval --expansion-every 1``). Offline, it
 scores what an answering model would see:
 
 - evidence recall: the share of the question's gold evidence turns present as raw turns;
@@ -52,8 +54,8 @@ SETTINGS = (
 PLOTS = {
     "_coverage_by_category.png": "answer coverage per question category, host alone (blue) vs host + GRAVITY "
     "(orange), one panel per budget: where GRAVITY adds the answer's words",
-    "_recall_by_category.png": "evidence recall per category, same layout: whether GRAVITY's expanded "
-    "queries bring the gold turns themselves into the context",
+    "_recall_by_category.png": "evidence recall per category, same layout: whether GRAVITY's source "
+    "turns bring the gold turns themselves into the context",
     "_accuracy_by_category.png": "LLM-judge accuracy per category (only with --model)",
     "_vs_budget.png": "coverage (left) and evidence recall (right) against the budget, one line per "
     "setting: the thick lines are the host alone and the full method, thin ones the ablations; a "

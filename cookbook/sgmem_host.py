@@ -3,8 +3,9 @@
 SGMem (a sentence-graph memory shipped in ``gravity_core.sgmem``) splits the conversation into
 sessions, rounds, turns and sentences, links similar sentences across turns, and answers a question
 with the turn (or round, or session) chunks its search and graph walk reach, within a token budget.
-``SGMemWithGravity`` runs GRAVITY on top, unchanged: GRAVITY's expanded queries are searched in
-SGMem and fused with the question's own ranking, and the anchor blocks lead the context.
+``SGMemWithGravity`` runs GRAVITY on top, unchanged: SGMem retrieves for the question and the anchor
+blocks lead the context (GRAVITY's expanded queries are searched in SGMem too only under a policy
+that places them, ``EXPANDING_POLICY``).
 
 For a few questions with a gold answer and answer turns marked by hand, the script compares, at
 the same total budget, SGMem alone with SGMem + GRAVITY (part of the budget goes to the anchors):

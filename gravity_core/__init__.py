@@ -30,7 +30,7 @@ from gravity_core.errors import (
 if TYPE_CHECKING:
     from gravity_core.build import AnchorBuilder, BuildReport
     from gravity_core.build.forget import ForgetReport, ForgetRequest
-    from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+    from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, ContextPolicy
     from gravity_core.embeddings import Embedder, HashingEmbedder, MiniLMEmbedder, default_embedder
     from gravity_core.extract.llm import LLMExtractor
     from gravity_core.extract.offline import OfflineExtractor
@@ -53,6 +53,7 @@ _LAZY: dict[str, str] = {
     "ForgetReport": "gravity_core.build.forget",
     "ForgetRequest": "gravity_core.build.forget",
     "DEFAULT_POLICY": "gravity_core.context.policy",
+    "EXPANDING_POLICY": "gravity_core.context.policy",
     "ContextPolicy": "gravity_core.context.policy",
     "Embedder": "gravity_core.embeddings",
     "HashingEmbedder": "gravity_core.embeddings",
@@ -94,6 +95,7 @@ __all__ = [
     "ContextMode",
     "ContextPolicy",
     "DEFAULT_POLICY",
+    "EXPANDING_POLICY",
     "Embedder",
     "ForgetReport",
     "ForgetRequest",

@@ -1,4 +1,4 @@
-"""GravityRetriever: the user's own vector store or retriever, searched with GRAVITY's expanded queries."""
+"""GravityRetriever: the user's own vector store or retriever, plus the anchors' source turns by id."""
 
 from __future__ import annotations
 
@@ -64,32 +64,50 @@ _NO_METADATA = (
 
 
 class GravityRetriever(BaseRetriever):
-    """Searches the host's vector store (or retriever) with the question plus GRAVITY's expansions.
+    """Searches the host's vector store (or retriever) with the question and adds the anchors' source turns.
 
-    For each question the engine selects anchors and makes up to nine expanded queries (no model
-    call). The original question and every expansion are run against the host, and the results
-    are merged by the :class:`~gravity_core.context.policy.ContextPolicy`: the question's own hits
-    come first and the expansions may only add, at a bounded share of the places, documents the
-    question has not placed (deduplicated by document id, else text), cut to ``k``. Each returned
-    document says why it is there in its metadata: ``gravity_slot`` (``"question"`` or
-    ``"expansion"``), ``gravity_score`` (reciprocal-rank score over the queries that found it) and
-    ``gravity_found_by`` (each query, its text and the document's rank there). When no anchor is
-    relevant to the question the engine makes no expansion and only the question is searched.
-    The retriever returns the host's documents only; the anchors' text reaches the prompt through
+    For each question the engine selects anchors (no model call). The retriever returns, merged by
+    the :class:`~gravity_core.context.policy.ContextPolicy` and cut to ``k``:
+
+    - the question's own hits, from one search of the host, first;
+    - the selected anchors' source turns, fetched from the store by id (``get_by_ids``; for a
+      retriever, from a ``VectorStoreRetriever``'s store), placed after the question's first two
+      hits at every second place (see **Source turns** below);
+    - the hits of GRAVITY's expanded queries, only under a policy that places them, e.g.
+      :data:`~gravity_core.context.policy.EXPANDING_POLICY` (the paper's query expansion): they
+      may then only add, at a bounded share of the places after the question's first 25 hits,
+      documents the question has not placed. The shipped policy places none, so the engine's
+      expansions (still made, a few string joins) are neither embedded nor searched.
+
+    Documents are deduplicated by document id, else text. Each says why it is there in its
+    metadata: ``gravity_slot`` (``"question"``, ``"provenance"`` or ``"expansion"``),
+    ``gravity_score`` (reciprocal-rank score over the queries that found it) and
+    ``gravity_found_by`` (each query, its text and the document's rank there; for a source turn,
+    the anchor that names it, e.g. ``"event:ev-000025"``). The retriever returns the host's
+    documents only; the anchors' text reaches the prompt through
     :func:`~gravity_langchain.chain.gravity_anchors_runnable`. The selected anchors are emitted as
     the custom callback event ``"gravity_anchors_selected"`` (:data:`ANCHORS_EVENT`, payload:
-    :func:`anchors_event_data`).
+    :func:`anchors_event_data`, which lists the expansions made).
 
     The searches are planned by :mod:`gravity_core.serving.search_plan`, as in the LlamaIndex
-    retriever: only expansions whose hits the policy can place are searched (none while ``k`` is
-    within the policy's lead of 25 and ``fetch_k`` at least ``k``; in ``invoke``, in order while
-    the merge can still place their hits), and known vectors are reused (the question's, when the
-    store's embeddings are the engine's embedder: :func:`~gravity_langchain.embeddings.shares_embedder`;
-    the expansions' the build stored). The rest are embedded in one ``embed_documents`` call and
-    each query is searched with the store's own ``similarity_search_by_vector`` (concurrently in
-    ``ainvoke``), so a wrapper of the store sees every search; or, with ``batched_search`` (e.g.
+    retriever: only expansions whose hits the policy can place are searched (none with the
+    shipped policy; with ``EXPANDING_POLICY``, none while ``k`` is within its lead of 25 and
+    ``fetch_k`` at least ``k``, and in ``invoke`` in order while the merge can still place their
+    hits), and known vectors are reused (the question's, when the store's embeddings are the
+    engine's embedder: :func:`~gravity_langchain.embeddings.shares_embedder`; the expansions' the
+    build stored). The rest are embedded in one ``embed_documents`` call and each query is searched
+    with the store's own ``similarity_search_by_vector`` (concurrently in ``ainvoke``), so a
+    wrapper of the store sees every search; or, with ``batched_search`` (e.g.
     :class:`~gravity_langchain.batched_search.ChromaBatchedSearch`), in one request. With a
     retriever, the queries go through ``retriever.batch`` (``ainvoke`` concurrently).
+
+    **Source turns.** Every GRAVITY anchor knows the turns it came from. The shipped policy fetches
+    those of the selected event and entity anchors (up to four per anchor) by id. A document holds
+    the turn whose utterance id is its id, or the turns its metadata lists under
+    ``"gravity_utterance_ids"``. Nothing is fetched with ``users=``, with search arguments (a
+    filter cannot apply to a fetch by id) or for a retriever that is not a vector store's: the log
+    says so once, and the question's hits fill the places. ``policy=dataclasses.replace(
+    DEFAULT_POLICY, source_every=0)`` turns it off.
 
     **The question's date.** Phrases such as "last month" are resolved against the date the question
     is asked: ``invoke(q, question_date=d)``, else ``config={"configurable": {"question_date": d}}``
@@ -119,8 +137,9 @@ class GravityRetriever(BaseRetriever):
         fetch_k: documents fetched per query from a vector store (default: ``k``; ``invoke(q,
             fetch_k=20)`` overrides it for one call).
         question_date: the date questions are asked (default: the KB's latest day).
-        policy: how the expansions' hits join the question's (default: the shipped policy, the one
-            ``gravity eval`` measures).
+        policy: how the source turns and the expansions' hits join the question's (default: the
+            shipped policy, the one ``gravity eval`` measures, which places no expansion;
+            ``EXPANDING_POLICY`` searches them).
         search_kwargs: extra arguments of the store's search, e.g. ``{"filter": {...}}``.
         config: query settings of the engine (default: the engine's own).
         cache: a :class:`~gravity_core.serving.answer_cache.AnswerCache` of the engine shared with

@@ -1,7 +1,8 @@
 """GRAVITY for LlamaIndex: anchors beside any index, query engine, chat engine or agent.
 
-- :class:`GravityFusionRetriever`: the question and each expanded query as separate searches on
-  the host's retriever, fused by reciprocal rank.
+- :class:`GravityFusionRetriever`: the question's search on the host's retriever, with the selected
+  anchors' source turns fetched by id; each expanded query as a separate search too under a policy
+  that places them (``EXPANDING_POLICY``).
 - :class:`GravityQueryTransform`: attaches the expansions to the query bundle (``TransformQueryEngine``).
 - :class:`GravityQueryBundle`: a query bundle with the date the question is asked ("last month").
 - :class:`GravityNodePostprocessor`: the anchor blocks as the first node of the synthesizer's context;

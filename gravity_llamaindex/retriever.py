@@ -58,26 +58,33 @@ _RESTRICTING = ("filters", "node_ids", "doc_ids", "vector_store_kwargs")
 
 
 class GravityFusionRetriever(BaseRetriever):
-    """Searches the host's retriever with the question and each GRAVITY expansion, then merges them.
+    """Searches the host's retriever with the question, adds the anchors' source turns, merges them.
 
-    For each question it:
+    It returns, merged by the :class:`~gravity_core.context.policy.ContextPolicy`, the question's
+    own hits first, the selected anchors' source turns fetched from the host's index by id
+    (**Retrieval by provenance**, below), and the hits of GRAVITY's expanded queries only under a
+    policy that places them, e.g. :data:`~gravity_core.context.policy.EXPANDING_POLICY` (the
+    paper's query expansion). The shipped policy places no expansion, so the expansions (still
+    made by the engine, a few string joins, and still attached by a
+    :class:`~gravity_llamaindex.GravityQueryTransform`) are neither embedded nor searched: the
+    host gets one search, the question's. For each question it:
 
     1. plans the searches with :mod:`gravity_core.serving.search_plan`, as the LangChain
        retriever does: the question, then the expansions (those a
        :class:`~gravity_llamaindex.GravityQueryTransform` attached to ``custom_embedding_strs``,
-       else the engine's), only those whose hits the policy can place (none while
-       ``similarity_top_k`` is within the policy's lead of 25 places and a
-       ``VectorIndexRetriever`` host fetches at least as many). With ``embed_model``, the queries
-       are embedded with it in one request (``get_text_embedding_batch`` when ``batch_embed`` is
-       on, else ``get_query_embedding`` each), reusing every known vector: the bundle's, the
-       question's handed to the engine when ``embed_model`` is the KB's embedder, and the vectors
-       the build stored for expansions.
+       else the engine's), only those whose hits the policy can place (none with the shipped
+       policy; with ``EXPANDING_POLICY``, none while ``similarity_top_k`` is within its lead of 25
+       places and a ``VectorIndexRetriever`` host fetches at least as many). With
+       ``embed_model``, the queries are embedded with it in one request
+       (``get_text_embedding_batch`` when ``batch_embed`` is on, else ``get_query_embedding``
+       each), reusing every known vector: the bundle's, the question's handed to the engine when
+       ``embed_model`` is the KB's embedder, and the vectors the build stored for expansions.
     2. runs one search per query, ``QueryBundle(query, embedding=vector)``, on the wrapped retriever:
        concurrently in :meth:`aretrieve`; in :meth:`retrieve` the expansions in order only while
        the merge can still place their hits (the nodes returned are the same).
-    3. merges the lists by the :class:`~gravity_core.context.policy.ContextPolicy` (deduplicated
-       by ``node_id``): the question's own hits come first, the selected anchors' source turns
-       (below) join them, and the expansions may only add, at a bounded share of the places, nodes
+    3. merges the lists by the policy (deduplicated by ``node_id``): the question's own hits come
+       first, the selected anchors' source turns (below) join them, and the expansions, when
+       placed, may only add, at a bounded share of the places after the question's first 25, nodes
        the question has not placed. It returns the top ``similarity_top_k``. Each returned node is
        a copy whose metadata says why it is there (``gravity_slot``: ``"question"``,
        ``"provenance"`` or ``"expansion"``; ``gravity_score``: the reciprocal-rank score over the
@@ -86,11 +93,12 @@ class GravityFusionRetriever(BaseRetriever):
        embedder's text).
 
     **Retrieval by provenance.** Every GRAVITY anchor knows the turns it came from. With the
-    shipped policy, the source turns of the selected event anchors (two per anchor) are fetched
-    from the host's index by id and placed after the question's first two hits, at every second
-    place, before any expansion. Built with :meth:`from_index`, the nodes are read with the public
-    API: the vector store's ``get_nodes(node_ids=...)`` when it keeps the text (Chroma), else the
-    index's docstore ``get_nodes(ids, raise_error=False)`` (``SimpleVectorStore``, the default).
+    shipped policy, the source turns of the selected event and entity anchors (up to four per
+    anchor) are fetched from the host's index by id and placed after the question's first two
+    hits, at every second place, before any expansion. Built with :meth:`from_index`, the nodes
+    are read with the public API: the vector store's ``get_nodes(node_ids=...)`` when it keeps
+    the text (Chroma), else the index's docstore ``get_nodes(ids, raise_error=False)``
+    (``SimpleVectorStore``, the default).
     A node holds the turn whose utterance id is its ``node_id`` (as
     :func:`~gravity_llamaindex.nodes_from_utterances` makes them), or the turns its metadata lists
     under ``"gravity_utterance_ids"`` (:data:`~gravity_core.serving.provenance.UTTERANCE_IDS_KEY`);
@@ -142,8 +150,9 @@ class GravityFusionRetriever(BaseRetriever):
             ``None`` (default) batches only for a ``GravityEmbedding``, whose query and text
             embeddings are the same; leave it off for models that embed queries differently from
             documents (instruction-prefixed models).
-        policy: how the expansions' hits join the question's (default: the shipped policy, the one
-            ``gravity eval`` measures).
+        policy: how the source turns and the expansions' hits join the question's (default: the
+            shipped policy, the one ``gravity eval`` measures, which places no expansion;
+            ``EXPANDING_POLICY`` searches them).
         question_date: the date questions are asked (a date, a datetime or an ISO string;
             default: the provider's).
         callback_manager: LlamaIndex callback manager (legacy callbacks).

@@ -96,11 +96,13 @@ class GravityQueryTransform(BaseQueryTransform):
         A plain ``VectorIndexRetriever`` **averages** ``custom_embedding_strs`` into one vector
         (``get_agg_embedding_from_queries``, mean pooling) and runs one search with that centroid,
         so with it the expansions blur the question instead of reaching new memories. Put a
-        :class:`~gravity_llamaindex.GravityFusionRetriever` behind the transform: it runs each
-        string as its own search and fuses the results by rank.
+        :class:`~gravity_llamaindex.GravityFusionRetriever` with a policy that places expansions
+        (``policy=EXPANDING_POLICY``) behind the transform: it runs each string as its own search
+        and merges the results. With the shipped policy it searches the question only.
 
     Use it with ``TransformQueryEngine``, which applies it before retrieval::
 
+        fusion_retriever = GravityFusionRetriever.from_index(index, provider, policy=EXPANDING_POLICY)
         inner = RetrieverQueryEngine.from_args(fusion_retriever, llm=llm)
         query_engine = TransformQueryEngine(inner, GravityQueryTransform(provider))
 

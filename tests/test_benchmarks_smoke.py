@@ -81,7 +81,10 @@ def test_query_overhead_reports_each_size_and_zero_model_calls(workspace: Worksp
 
 def test_fanout_counts_embedding_calls_per_question(workspace: Workspace) -> None:
     result = fanout.run(workspace.settings, workspace)
-    _check(result, sides={"retriever", "retriever_batched", "retriever_unstored", "host"})
+    _check(
+        result, sides={"retriever", "retriever_batched", "retriever_unstored", "retriever_default", "host"}
+    )
+    assert "EXPANDING_POLICY" in result.title
     calls = result.figures["embedding_calls_per_question"]
     assert calls["batched"] == calls["retriever"]  # the one-request path embeds nothing more
     stored = result.figures["share_of_expansions_stored_by_the_build"]
@@ -90,6 +93,10 @@ def test_fanout_counts_embedding_calls_per_question(workspace: Workspace) -> Non
     assert calls["retriever"] == 1.0 if stored == 1.0 else 1.0 < calls["retriever"] <= 2.0
     assert calls["unstored"] == 2.0
     assert calls["host"] == 1.0
+    # The shipped default: the question embedded once and searched once, no expansion.
+    assert calls["default"] == 1.0
+    assert result.figures["default_store_searches_per_question"] == 1.0
+    assert result.figures["retriever_store_searches_per_question"] > 1.0
 
 
 def test_build_cost_counts_every_mode_and_entity_memory(workspace: Workspace) -> None:

@@ -102,7 +102,10 @@ ExpansionLead = Annotated[
 ExpansionEvery = Annotated[
     int,
     typer.Option(
-        min=0, metavar="N", help="After the lead, every Nth place may hold an expansion's hit (0: none)."
+        min=0,
+        metavar="N",
+        help="After the lead, every Nth place may hold an expansion's hit (0: none, the default;"
+        " 1: the paper's query expansion).",
     ),
 ]
 ExpansionDepth = Annotated[

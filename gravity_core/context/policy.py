@@ -23,9 +23,17 @@ stays the host's memories and the anchors' part grows with the budget (800 -> 0,
 offline extractor, MiniLM; docs/design/context-policy.md): with expansions placed early (``lead`` 1-5)
 evidence recall at 800 tokens fell from 0.613 to 0.584-0.606, because the expansions' best hits
 are worth less than the question's own hits up to about rank 25; placed after the question's
-first 25 hits they never lower recall (800: 0.613, unchanged) and raise it at 1,500 (0.699 ->
-0.713) and 3,000 (0.786 -> 0.801). Anchor text beyond about 170 tokens at 1,500 adds no answer
-coverage (0.600-0.606 for 167 to 441 tokens) and costs host turns, so the share stays small.
+first 25 hits they never lowered recall (and, before retrieval by provenance, raised it at 1,500,
+0.699 -> 0.713, and 3,000, 0.786 -> 0.801). Since the selected anchors' source turns are fetched
+by provenance, the expansions' hits add nothing measurable: full GRAVITY with ``every`` 1 against 0
+gives evidence recall 0.692 / 0.755 / 0.817 against 0.692 / 0.757 / 0.816 at 800 / 1,500 / 3,000
+tokens and answer coverage 0.541 / 0.651 / 0.710 against 0.541 / 0.654 / 0.710 (SGMem and BM25
+hosts within 0.005 too), and at the integrations' default ``k`` (LangChain 4, LlamaIndex 10) they
+were never placed (``lead`` 25). So ``every`` is 0: the shipped path neither embeds nor searches
+the expansions (the engine still makes them, a few string joins, for
+``GravityQueryTransform`` and for :data:`EXPANDING_POLICY`, the paper's query expansion).
+Anchor text beyond about 170 tokens at 1,500 adds no answer coverage (0.600-0.606 for 167 to 441
+tokens) and costs host turns, so the share stays small.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from gravity_core.context.window import BudgetShare
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import AnchorKind
 
-__all__ = ["DEFAULT_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
+__all__ = ["DEFAULT_POLICY", "EXPANDING_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
 
 T = TypeVar("T")
 
@@ -105,7 +113,8 @@ class ContextPolicy:
 
     Attributes:
         lead: the question's hits that always come first.
-        every: after the lead, every ``every``-th place is an expansion's (0: expansions add nothing).
+        every: after the lead, every ``every``-th place is an expansion's (0, the default: expansions
+            are neither searched nor placed; :data:`EXPANDING_POLICY` has 1).
         depth: hits of each expansion's results that may be added.
         rrf_c: the constant of the informative reciprocal-rank score.
         anchor_share: the anchors' share of a budget beyond ``host_reserve``.
@@ -121,7 +130,7 @@ class ContextPolicy:
     """
 
     lead: int = 25
-    every: int = 1
+    every: int = 0
     depth: int = 1
     rrf_c: int = DEFAULT_RRF_C
     anchor_share: float = 0.25
@@ -408,4 +417,18 @@ def _unique(items: Sequence[T], key: Callable[[T], Hashable]) -> list[Hashable]:
 
 
 DEFAULT_POLICY = ContextPolicy()
-"""The policy every integration and ``gravity eval`` use unless given another."""
+"""The policy every integration and ``gravity eval`` use unless given another.
+
+It places no expansion (``every`` 0), so retrieval searches the question and fetches the selected
+anchors' source turns by id; the expanded queries are neither embedded nor searched.
+"""
+
+EXPANDING_POLICY = ContextPolicy(every=1)
+"""The paper's query expansion: :data:`DEFAULT_POLICY` with the expanded queries searched too.
+
+After the question's first ``lead`` (25) hits, every place goes to an expansion's best hit not
+placed yet (one per expansion, in the engine's order) until they run out, then to the question's
+next hits. It was the default before retrieval by provenance made the expansions' hits add
+nothing measurable (see the module doc); pass it (``policy=EXPANDING_POLICY``) for ablations, or
+to search the expansions anyway.
+"""

@@ -104,6 +104,14 @@ def _sources_phrase(policy: dict[str, Any]) -> str:
     )
 
 
+def _expansions_phrase(policy: dict[str, Any]) -> str:
+    """How the run placed the expanded queries' hits, in words."""
+    every = policy.get("every", 0)
+    if not every:
+        return "no expanded query's hit placed"
+    return f"expansions add a hit at every {every}th place after the question's first {policy.get('lead', 0)}"
+
+
 def _judged(results: EvalResults) -> bool:
     return any(r.correct is not None for r in results.records)
 
@@ -162,9 +170,8 @@ def markdown_report(results: EvalResults) -> str:
         f"embedder `{info['embedder']}`; budgets {', '.join(map(str, budgets))} cl100k tokens, everything "
         f"in the context counted (GRAVITY's injection takes {config['policy']['anchor_share']:.0%} of what "
         f"a budget has beyond {config['policy']['host_reserve']} tokens, capped by the preset; "
-        f"{_sources_phrase(config['policy'])}; expansions "
-        f"add a hit at every {config['policy']['every']}th place after the question's first "
-        f"{config['policy']['lead']}). Offline part: {info['offline_seconds']} s.",
+        f"{_sources_phrase(config['policy'])}; {_expansions_phrase(config['policy'])}). "
+        f"Offline part: {info['offline_seconds']} s.",
         "",
         "Evidence recall: share of a question's gold evidence turns present in the context as raw turns. "
         "Answer coverage: share of questions whose gold answer's content words (lower-cased, stop words "

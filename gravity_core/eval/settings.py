@@ -28,7 +28,9 @@ HOST_ALONE = "host"
 
 EXPANSIONS_ALONE = "expansions"
 """The setting of the full method's expanded queries with no anchor text: what the expansions alone
-do to the host's ranking (the whole budget stays the host's)."""
+do to the host's ranking (the whole budget stays the host's). Under a policy that places no
+expansion, as the shipped one, it is the host alone; run it with ``--expansion-every 1``
+(:data:`~gravity_core.context.policy.EXPANDING_POLICY`)."""
 
 SOURCES_ALONE = "sources"
 """The setting of the full method's source turns, fetched from the host by provenance and placed by

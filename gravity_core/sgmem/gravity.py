@@ -2,10 +2,12 @@
 
 For a question, :class:`SGMemWithGravity` asks the :class:`~gravity_core.query.engine.GravityEngine`
 for its anchor context (anchors, up to nine expanded queries, the formatted blocks), runs SGMem's
-whole retrieval for the question and for each expansion, merges the rankings by the context
-policy (:meth:`SGMem.retrieve_fused`: the question's ranking leads, each expansion's best chunk may
-take a bounded place after it, as every integration and the evaluation do), cuts them to SGMem's
-token budget, and returns both. The prompt context is the anchor injection (priority instruction plus
+retrieval for the question, and, under a policy that places expansions (e.g.
+:data:`~gravity_core.context.policy.EXPANDING_POLICY`), for each expansion too, merges the rankings
+by the context policy (:meth:`SGMem.retrieve_fused`: the question's ranking leads, each expansion's
+best chunk may take a bounded place after it, as every integration and the evaluation do), cuts
+them to SGMem's token budget, and returns both. The shipped policy places no expansion, so SGMem
+neither embeds nor searches them. The prompt context is the anchor injection (priority instruction plus
 blocks, within the engine's own budget) followed by SGMem's memories and chunks.
 """
 
@@ -78,7 +80,8 @@ class SGMemWithGravity:
         anchor_config: the engine's settings per query (default: the engine's); its
             ``token_budget`` bounds the anchor blocks, apart from SGMem's budget.
         policy: how the expansions' chunks join the question's (the shipped default, the one
-            ``gravity eval`` measures).
+            ``gravity eval`` measures, places none: only the question is searched; pass
+            :data:`~gravity_core.context.policy.EXPANDING_POLICY` for the paper's expansions).
         max_expansions: use at most this many of the engine's expansions (default: all).
 
     Raises:
@@ -114,7 +117,7 @@ class SGMemWithGravity:
         config: RetrievalConfig | None = None,
         question_date: date | None = None,
     ) -> GravitySGMemResult:
-        """Anchors for ``question``, and SGMem's chunks fused over the question and the expansions.
+        """Anchors for ``question``, and SGMem's chunks fused over the question and the expansions placed.
 
         Args:
             question: the question.
@@ -150,7 +153,8 @@ class SGMemWithGravity:
                 shared = base.model_copy(update={"token_budget": share.anchors})
                 anchors = self.engine.query(question, config=shared, question_date=question_date)
             token_budget = share.host(anchors.tokens)
-        expansions = anchors.expansions
+        # A policy that places no expansion's chunk: none is embedded or searched.
+        expansions = anchors.expansions if self.policy.every > 0 else []
         if self.max_expansions is not None:
             expansions = expansions[: self.max_expansions]
         extra = [q for q in dict.fromkeys(expansions) if q and q != question]

@@ -35,6 +35,7 @@ FRONT_DOOR = {
     "ContextMode",
     "ContextPolicy",
     "DEFAULT_POLICY",
+    "EXPANDING_POLICY",
     "Embedder",
     "ForgetReport",
     "ForgetRequest",

@@ -131,6 +131,8 @@ async def test_both_integrations_plan_the_same_searches(
     assert not any(set(call) & reused for call in lc_embedded)  # stored vectors are not embedded again
     assert _rounded(lc_store.searched) == _rounded(li_store.searched)
     assert (len(lc_store.searched) == 1) == (policy is DEFAULT_POLICY)  # shipped policy: the question only
+    if policy is DEFAULT_POLICY:
+        assert lc_embedded == [[QUESTION]]  # and no expansion embedded
     assert [d.id for d in documents] == [n.node.node_id for n in nodes]
     # The same source turns, fetched by id, at the same places, for the same anchors.
     assert [d.metadata["gravity_slot"] for d in documents] == [n.node.metadata["gravity_slot"] for n in nodes]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, ContextPolicy
 from gravity_core.query.types import AnchorContext
 from gravity_core.serving.search_plan import (
     AskGravity,
@@ -92,7 +93,7 @@ def test_expansions_the_policy_cannot_place_are_neither_embedded_nor_searched() 
     log: list[object] = []
     steps = plan_searches(
         QUESTION,
-        policy=DEFAULT_POLICY,
+        policy=EXPANDING_POLICY,
         top_n=10,
         fetch=10,
         embeds=True,
@@ -106,7 +107,7 @@ def test_expansions_the_policy_cannot_place_are_neither_embedded_nor_searched() 
     for fetch in (4, None):
         steps = plan_searches(
             QUESTION,
-            policy=DEFAULT_POLICY,
+            policy=EXPANDING_POLICY,
             top_n=10,
             fetch=fetch,
             embeds=False,
@@ -125,6 +126,32 @@ def test_expansions_the_policy_cannot_place_are_neither_embedded_nor_searched() 
         stored=_stored({}),
     )
     assert _drive(steps, []).queries == [QUESTION]
+
+
+def test_the_default_policy_neither_embeds_nor_searches_expansions() -> None:
+    # The engine still makes them (GRAVITY is asked once); the shipped policy places none, whatever
+    # the host fetches and however many results are asked for.
+    assert DEFAULT_POLICY.every == 0 and EXPANDING_POLICY.every == 1
+    assert replace(EXPANDING_POLICY, every=0) == DEFAULT_POLICY  # the paper's path differs in that only
+    for shares_model in (True, False):
+        for top_n, fetch in ((4, 4), (10, None), (50, 1)):
+            log: list[object] = []
+            steps = plan_searches(
+                QUESTION,
+                policy=DEFAULT_POLICY,
+                top_n=top_n,
+                fetch=fetch,
+                embeds=True,
+                shares_model=shares_model,
+                stored=_stored({"Maya Theo": [9.0, 9.0]}),
+            )
+            plan = _drive(steps, log)
+            assert plan.queries == [QUESTION] and plan.expansions == [] and plan.skipped == 2
+            assert plan.embedded == [QUESTION] and plan.vectors == [_vector(QUESTION)]
+            if shares_model:
+                assert log == [EmbedQuestion(QUESTION), AskGravity(_vector(QUESTION))]
+            else:
+                assert log == [AskGravity(None), EmbedTexts([QUESTION])]
 
 
 def test_given_vectors_and_expansions_skip_the_engine_and_the_question_embedding() -> None:

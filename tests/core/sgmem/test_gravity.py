@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context.policy import ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, ContextPolicy
 from gravity_core.embeddings import HashingEmbedder, MiniLMEmbedder
 from gravity_core.embeddings.base import Embedder
 from gravity_core.errors import ConfigurationError
@@ -38,7 +38,7 @@ def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
     memory = SGMem(spy)
     memory.add(sample)
     spy.calls.clear()
-    policy = ContextPolicy(lead=1, every=2)  # expansions take places early (the shipped policy: after 25)
+    policy = ContextPolicy(lead=1, every=2)  # expansions take places early (EXPANDING_POLICY: after 25)
     both = SGMemWithGravity(memory, engine, policy=policy)
     result = both.retrieve(QUESTION, token_budget=500, granularity="round")
     expansions = engine.query(QUESTION).expansions
@@ -58,6 +58,23 @@ def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
     assert result.tokens == result.anchors.tokens + result.memory.tokens
     data = result.to_dict()
     assert data["results"] and data["anchors"]["anchors"] and data["queries"] == result.queries
+
+
+def test_the_shipped_policy_neither_embeds_nor_searches_the_expansions(
+    engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
+) -> None:
+    spy = EmbedderSpy(hashing)
+    memory = SGMem(spy)
+    memory.add(sample)
+    spy.calls.clear()
+    result = SGMemWithGravity(memory, engine).retrieve(QUESTION, token_budget=500, granularity="round")
+    assert DEFAULT_POLICY.every == 0 and engine.query(QUESTION).expansions  # made, not searched
+    assert result.queries == [QUESTION] and spy.calls == [[QUESTION]]
+    alone = memory.retrieve(QUESTION, token_budget=500, granularity="round")
+    assert [c.id for c in result.memory.chunks] == [c.id for c in alone.chunks]
+    assert result.anchors.expansions and result.anchors.text.startswith(PRIORITY_INSTRUCTION)
+    expanding = SGMemWithGravity(memory, engine, policy=EXPANDING_POLICY)
+    assert len(expanding.retrieve(QUESTION, token_budget=500, granularity="round").queries) > 1
 
 
 def test_without_expansions_it_is_sgmem_alone(engine: GravityEngine, sample_memory: SGMem) -> None:

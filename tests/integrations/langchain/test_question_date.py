@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from gravity_core.context.policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import (
@@ -132,7 +132,9 @@ def test_precedence_keyword_then_configurable_then_field(engine: GravityEngine, 
 
 def test_a_host_retriever_gets_the_dated_expansions_but_no_date(engine: GravityEngine, store: Any) -> None:
     host = Recording(store=store)
-    GravityRetriever(engine=engine, retriever=host).invoke(QUESTION, question_date=FEBRUARY)
+    GravityRetriever(engine=engine, retriever=host, policy=EXPANDING_POLICY).invoke(
+        QUESTION, question_date=FEBRUARY
+    )
     assert host.queries == [QUESTION, *selected(engine, FEBRUARY)[1]]
 
 

@@ -18,7 +18,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from gravity_core.context.policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.config import QueryConfig
@@ -210,24 +210,31 @@ def test_expansions_are_searched_only_when_the_policy_can_place_them(
 ) -> None:
     store = make_store(GravityEmbeddings(engine.embedder), documents)
     expansions = engine.query(question).expansions
-    policy = replace(DEFAULT_POLICY, source_every=0)  # the question's and the expansions' hits only
+    policy = replace(EXPANDING_POLICY, source_every=0)  # the question's and the expansions' hits only
     retriever = GravityRetriever(engine=engine, vector_store=store, policy=policy)
-    retriever.invoke(question, k=DEFAULT_POLICY.lead)  # every place is the question's: one search
+    retriever.invoke(question, k=EXPANDING_POLICY.lead)  # every place is the question's: one search
     assert len(store.searched) == 1
     store.searched.clear()
-    deeper = retriever.invoke(question, k=DEFAULT_POLICY.lead + 3)
+    deeper = retriever.invoke(question, k=EXPANDING_POLICY.lead + 3)
     # The expansions in order, only until their three places are filled.
     searched = len(store.searched) - 1
     assert 1 <= searched <= len(expansions)
     vectors = GravityEmbeddings(engine.embedder).embed_documents([question, *expansions])
     assert store.searched == vectors[: 1 + searched]
-    every = [store.similarity_search_by_vector(v, k=DEFAULT_POLICY.lead + 3) for v in vectors]
+    every = [store.similarity_search_by_vector(v, k=EXPANDING_POLICY.lead + 3) for v in vectors]
     merged = policy.merge(question, every[0], expansions, every[1:], document_key, top_n=len(deeper))
     assert [d.page_content for d in deeper] == [h.item.page_content for h in merged]
-    assert [d.metadata["gravity_slot"] for d in deeper[: DEFAULT_POLICY.lead]] == [
+    assert [d.metadata["gravity_slot"] for d in deeper[: EXPANDING_POLICY.lead]] == [
         "question"
-    ] * DEFAULT_POLICY.lead
-    assert deeper[DEFAULT_POLICY.lead].metadata["gravity_slot"] == "expansion"
+    ] * EXPANDING_POLICY.lead
+    assert deeper[EXPANDING_POLICY.lead].metadata["gravity_slot"] == "expansion"
+    # The shipped policy places no expansion: one search, however many results are asked for.
+    store.searched.clear()
+    shipped = GravityRetriever(engine=engine, vector_store=store).invoke(
+        question, k=EXPANDING_POLICY.lead + 3
+    )
+    assert store.searched == vectors[:1]
+    assert "expansion" not in {d.metadata["gravity_slot"] for d in shipped}
 
 
 def test_k_from_the_constructor_and_from_invoke(
@@ -363,7 +370,7 @@ def test_a_host_retriever_gets_every_query_as_a_child_run(
     host = ListRetriever(store=store, k=3, queries=[])
     recorder = Recorder()
 
-    docs = GravityRetriever(engine=engine, retriever=host, k=5).invoke(
+    docs = GravityRetriever(engine=engine, retriever=host, k=5, policy=EXPANDING_POLICY).invoke(
         question, config={"callbacks": [recorder]}
     )
 
@@ -383,13 +390,49 @@ async def test_async_host_retriever_runs_are_concurrent_and_agree_with_sync(
     store = InMemoryVectorStore(GravityEmbeddings(engine.embedder))
     store.add_documents(documents)
     host = ListRetriever(store=store, k=3, queries=[], delay=0.05)
-    retriever = GravityRetriever(engine=engine, retriever=host, k=5)
+    retriever = GravityRetriever(engine=engine, retriever=host, k=5, policy=EXPANDING_POLICY)
     n_queries = 1 + len(engine.query(question).expansions)
 
     async_docs = await retriever.ainvoke(question)
 
     assert host.max_running == n_queries
     assert [d.id for d in async_docs] == [d.id for d in retriever.invoke(question)]
+
+
+async def test_the_default_policy_neither_embeds_nor_searches_the_expansions(
+    engine: GravityEngine,
+    documents: list[Document],
+    make_store: Callable[..., Any],
+    counting: Any,
+    shared_embeddings: Any,
+    question: str,
+) -> None:
+    """The shipped policy: GRAVITY still makes the expansions, but only the question is embedded and
+    searched, sync and async, at the default k and beyond the policy's lead."""
+    assert DEFAULT_POLICY.every == 0 and engine.query(question).expansions
+    other = counting(GravityEmbeddings(HashingEmbedder(dim=128)))  # not the engine's embedder
+    for embeddings, embedded in ((other, ([[question]], [])), (shared_embeddings, ([], [question]))):
+        store = make_store(embeddings, documents)
+        retriever = GravityRetriever(engine=engine, vector_store=store)
+        for k in (None, 30):  # the default k, and past the lead
+            embeddings.document_calls.clear()
+            embeddings.query_calls.clear()
+            store.searched.clear()
+            docs = retriever.invoke(question, k=k)
+            assert (embeddings.document_calls, embeddings.query_calls) == embedded
+            assert len(store.searched) == 1
+            assert "expansion" not in {d.metadata["gravity_slot"] for d in docs}
+        embeddings.document_calls.clear()
+        embeddings.query_calls.clear()
+        store.searched.clear()
+        await retriever.ainvoke(question)
+        assert (embeddings.document_calls, embeddings.query_calls) == embedded
+        assert len(store.searched) == 1
+    host = ListRetriever(store=make_store(other, documents), k=3, queries=[])
+    retriever = GravityRetriever(engine=engine, retriever=host, k=5)
+    retriever.invoke(question)
+    await retriever.ainvoke(question)
+    assert host.queries == [question, question]
 
 
 # -- async vector store path ---------------------------------------------------------------------

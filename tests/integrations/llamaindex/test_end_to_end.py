@@ -22,7 +22,7 @@ from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery, 
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
@@ -180,11 +180,15 @@ async def test_transform_query_engine_route_gives_the_same_answer(
 async def test_expansions_the_merge_cannot_place_are_not_searched(
     index: VectorStoreIndex, engine: GravityEngine, context: AnchorContext, searches: list[VectorStoreQuery]
 ) -> None:
-    """Within the default policy's lead every place is the question's: retrieve and aretrieve
+    """Within the expanding policy's lead every place is the question's: retrieve and aretrieve
     search only the question. When each search fetches fewer nodes than are returned, the
-    expansions can place theirs: aretrieve searches them all, and retrieve returns the same nodes."""
-    retriever = GravityFusionRetriever.from_index(index, AnchorProvider(engine), similarity_top_k=6)
-    assert DEFAULT_POLICY.lead >= 6 and context.expansions
+    expansions can place theirs: aretrieve searches them all, and retrieve returns the same nodes.
+    The shipped policy places no expansion: it searches only the question either way."""
+    provider = AnchorProvider(engine)
+    retriever = GravityFusionRetriever.from_index(
+        index, provider, similarity_top_k=6, policy=EXPANDING_POLICY
+    )
+    assert EXPANDING_POLICY.lead >= 6 and context.expansions
     nodes = retriever.retrieve(QUESTION)
     assert [s.query_str for s in searches] == [QUESTION]
     searches.clear()
@@ -194,13 +198,20 @@ async def test_expansions_the_merge_cannot_place_are_not_searched(
     assert len(nodes) == 6
 
     short = GravityFusionRetriever.from_index(
-        index, AnchorProvider(engine), similarity_top_k=6, per_query_top_k=2
+        index, provider, similarity_top_k=6, per_query_top_k=2, policy=EXPANDING_POLICY
     )
     searches.clear()
     every = await short.aretrieve(QUESTION)
     assert sorted(s.query_str for s in searches) == sorted([QUESTION, *context.expansions])
     nodes = short.retrieve(QUESTION)  # the same nodes (an added node's score: of the searches run)
     assert [n.node.node_id for n in nodes] == [n.node.node_id for n in every]
+
+    shipped = GravityFusionRetriever.from_index(index, provider, similarity_top_k=6, per_query_top_k=2)
+    searches.clear()
+    shipped.retrieve(QUESTION)
+    await shipped.aretrieve(QUESTION)
+    assert [s.query_str for s in searches] == [QUESTION, QUESTION]
+    assert DEFAULT_POLICY.every == 0
 
 
 def test_a_plain_query_engine_with_the_postprocessor_makes_one_search(

@@ -16,6 +16,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.query_engine import RetrieverQueryEngine, TransformQueryEngine
 from llama_index.core.schema import QueryBundle, TextNode
 
+from gravity_core.context.policy import EXPANDING_POLICY
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
@@ -84,7 +85,7 @@ def test_a_bad_date_is_a_configuration_error_naming_the_argument(engine: Gravity
 
 async def test_the_fusion_retriever_searches_the_dated_expansions(engine: GravityEngine) -> None:
     host = ScriptedRetriever()
-    retriever = GravityFusionRetriever(host, engine)
+    retriever = GravityFusionRetriever(host, engine, policy=EXPANDING_POLICY)
     retriever.retrieve(GravityQueryBundle(QUESTION, question_date=FEBRUARY))
     assert searched(host) == expansions(engine, FEBRUARY)
     host.bundles.clear()
@@ -98,7 +99,7 @@ async def test_the_fusion_retriever_searches_the_dated_expansions(engine: Gravit
 def test_a_components_own_date_applies_unless_the_bundle_has_one(engine: GravityEngine) -> None:
     provider = AnchorProvider(engine)
     host = ScriptedRetriever()
-    retriever = GravityFusionRetriever(host, provider, question_date=FEBRUARY)
+    retriever = GravityFusionRetriever(host, provider, question_date=FEBRUARY, policy=EXPANDING_POLICY)
     postprocessor = GravityNodePostprocessor(provider, question_date="2024-02-01")
     assert retriever.question_date == postprocessor.question_date == FEBRUARY
 

@@ -7,7 +7,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context.policy import ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
@@ -68,7 +68,9 @@ def test_question_and_each_expansion_run_as_separate_searches_with_their_own_vec
     engine: GravityEngine, context: AnchorContext, hashing: HashingEmbedder
 ) -> None:
     host = ScriptedRetriever()
-    retriever = GravityFusionRetriever(host, engine, embed_model=GravityEmbedding(hashing))
+    retriever = GravityFusionRetriever(
+        host, engine, embed_model=GravityEmbedding(hashing), policy=EXPANDING_POLICY
+    )
     retriever.retrieve(QUESTION)
     expected = [QUESTION, *context.expansions]
     assert [b.query_str for b in host.bundles] == expected
@@ -80,8 +82,10 @@ def test_question_and_each_expansion_run_as_separate_searches_with_their_own_vec
 def test_the_question_leads_and_each_node_says_which_searches_found_it(
     engine: GravityEngine, context: AnchorContext
 ) -> None:
-    nodes = GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=3).retrieve(QUESTION)
-    # The shipped policy: the question's own hits first; an expansion's best hit ("shared") is
+    nodes = GravityFusionRetriever(
+        ScriptedRetriever(), engine, similarity_top_k=3, policy=EXPANDING_POLICY
+    ).retrieve(QUESTION)
+    # The paper's expansions: the question's own hits first; an expansion's best hit ("shared") is
     # already placed, so nothing is added.
     assert [n.node.node_id for n in nodes] == ["shared", f"only:{QUESTION}"]
     shared = nodes[0]
@@ -92,6 +96,11 @@ def test_the_question_leads_and_each_node_says_which_searches_found_it(
     assert shared.node.metadata["gravity_slot"] == "question"
     # Why it is there is not shown to the LLM.
     assert "gravity_found_by" not in shared.node.get_content(metadata_mode=MetadataMode.LLM)
+    # The shipped policy searches the question only: the same nodes, found by the question alone.
+    shipped = GravityFusionRetriever(ScriptedRetriever(), engine, similarity_top_k=3).retrieve(QUESTION)
+    assert [n.node.node_id for n in shipped] == ["shared", f"only:{QUESTION}"]
+    assert [f["text"] for f in shipped[0].node.metadata["gravity_found_by"]] == [QUESTION]
+    assert shipped[0].node.metadata["gravity_score"] == pytest.approx(1 / 61)
 
 
 def test_expansions_take_the_policys_places(engine: GravityEngine, context: AnchorContext) -> None:
@@ -118,8 +127,13 @@ def test_expansions_from_the_transform_are_used_without_asking_the_engine(
     bundle = QueryBundle(
         QUESTION, custom_embedding_strs=[QUESTION, "Biscuit the dog", "biscuit THE dog", "Theo"]
     )
-    GravityFusionRetriever(host, engine).retrieve(bundle)
+    GravityFusionRetriever(host, engine, policy=EXPANDING_POLICY).retrieve(bundle)
     assert [b.query_str for b in host.bundles] == [QUESTION, "Biscuit the dog", "Theo"]
+    assert engine_calls == []
+    # The shipped policy places no expansion, a transform's neither: the question is searched alone.
+    host = ScriptedRetriever()
+    GravityFusionRetriever(host, engine).retrieve(bundle)
+    assert [b.query_str for b in host.bundles] == [QUESTION]
     assert engine_calls == []
 
 
@@ -127,7 +141,9 @@ def test_a_bundle_holding_only_the_question_asks_the_engine(
     engine: GravityEngine, context: AnchorContext, engine_calls: list[str]
 ) -> None:
     host = ScriptedRetriever()
-    GravityFusionRetriever(host, engine).retrieve(QueryBundle(QUESTION, custom_embedding_strs=[QUESTION]))
+    GravityFusionRetriever(host, engine, policy=EXPANDING_POLICY).retrieve(
+        QueryBundle(QUESTION, custom_embedding_strs=[QUESTION])
+    )
     assert engine_calls == [QUESTION]
     assert len(host.bundles) == 1 + len(context.expansions)
 
@@ -156,7 +172,9 @@ def test_kb_embedder_embeds_the_question_first_shares_it_with_the_engine_then_ba
 
     monkeypatch.setattr(engine, "query", spy)
     model = CountingGravityEmbedding(hashing)
-    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model, policy=EXPANDING_POLICY).retrieve(
+        QUESTION
+    )
     assert model.counts == {"query": 1, "batch": 1}  # the question, then all expansions in one batch
     assert len(received) == 1 and same_vector(received[0], vector_of(hashing, QUESTION))  # type: ignore[arg-type]
 
@@ -165,7 +183,9 @@ def test_other_models_get_one_query_embedding_per_query(
     engine: GravityEngine, context: AnchorContext
 ) -> None:
     model = CountingEmbedding()
-    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model, policy=EXPANDING_POLICY).retrieve(
+        QUESTION
+    )
     assert model.counts == {"query": 1 + len(context.expansions), "batch": 0}
 
 
@@ -186,7 +206,7 @@ def test_the_index_model_given_to_from_index_embeds_the_queries_in_two_requests(
     index = VectorStoreIndex(nodes_from_utterances(utterances[:10]), embed_model=model)
     model.counts.update(query=0, batch=0)
     retriever = GravityFusionRetriever.from_index(
-        index, engine, similarity_top_k=4, per_query_top_k=2, embed_model=model
+        index, engine, similarity_top_k=4, per_query_top_k=2, embed_model=model, policy=EXPANDING_POLICY
     )
     nodes = retriever.retrieve(QUESTION)
     assert model.counts == {"query": 1, "batch": 1}
@@ -216,7 +236,9 @@ async def test_async_runs_all_searches_concurrently_and_agrees_with_sync(
 ) -> None:
     provider = AnchorProvider(engine)
     host = ScriptedRetriever(delay=0.05)
-    retriever = GravityFusionRetriever(host, provider, embed_model=GravityEmbedding(hashing))
+    retriever = GravityFusionRetriever(
+        host, provider, embed_model=GravityEmbedding(hashing), policy=EXPANDING_POLICY
+    )
     fused_async = await retriever.aretrieve(QUESTION)
     assert host.max_in_flight == 1 + len(context.expansions)
     assert sorted(b.query_str for b in host.bundles) == sorted([QUESTION, *context.expansions])
@@ -228,11 +250,55 @@ async def test_async_embeds_like_sync(
     engine: GravityEngine, context: AnchorContext, hashing: HashingEmbedder
 ) -> None:
     shared = CountingGravityEmbedding(hashing)
-    await GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=shared).aretrieve(QUESTION)
+    await GravityFusionRetriever(
+        ScriptedRetriever(), engine, embed_model=shared, policy=EXPANDING_POLICY
+    ).aretrieve(QUESTION)
     assert shared.counts == {"query": 1, "batch": 1}
     other = CountingEmbedding()
-    await GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=other).aretrieve(QUESTION)
+    await GravityFusionRetriever(
+        ScriptedRetriever(), engine, embed_model=other, policy=EXPANDING_POLICY
+    ).aretrieve(QUESTION)
     assert other.counts == {"query": 1 + len(context.expansions), "batch": 0}
+
+
+async def test_the_default_policy_neither_embeds_nor_searches_the_expansions(
+    engine: GravityEngine,
+    context: AnchorContext,
+    hashing: HashingEmbedder,
+    utterances: list[Utterance],
+    engine_calls: list[str],
+) -> None:
+    """The shipped policy: GRAVITY still makes the expansions (it is asked once per question), but
+    only the question is embedded and searched, sync and async, at the default top k and beyond
+    the policy's lead, whatever the model."""
+    assert DEFAULT_POLICY.every == 0 and context.expansions
+    for top_k in (None, DEFAULT_POLICY.lead + 5):
+        sized = {} if top_k is None else {"similarity_top_k": top_k}
+        models: list[tuple[CountingEmbedding | CountingGravityEmbedding, bool | None, dict[str, int]]] = [
+            (CountingGravityEmbedding(hashing), None, {"query": 1, "batch": 0}),  # shared with the engine
+            (CountingEmbedding(), None, {"query": 1, "batch": 0}),
+            (CountingEmbedding(), True, {"query": 0, "batch": 1}),
+        ]
+        for model, batch, embedded in models:
+            host = ScriptedRetriever()
+            retriever = GravityFusionRetriever(host, engine, embed_model=model, batch_embed=batch, **sized)
+            engine_calls.clear()
+            retriever.retrieve(QUESTION)
+            assert [b.query_str for b in host.bundles] == [QUESTION]
+            assert model.counts == embedded and engine_calls == [QUESTION]
+            host.bundles.clear()
+            model.counts.update(query=0, batch=0)
+            await retriever.aretrieve(QUESTION)
+            assert [b.query_str for b in host.bundles] == [QUESTION]
+            assert model.counts["query"] == embedded["query"]  # (the fakes do not count async batches)
+    # Over an index (fetching fewer nodes per search than are returned), sync and async.
+    model = CountingGravityEmbedding(hashing)
+    index = VectorStoreIndex(nodes_from_utterances(utterances[:10]), embed_model=model)
+    retriever = GravityFusionRetriever.from_index(index, engine, per_query_top_k=2, embed_model=model)
+    model.counts.update(query=0, batch=0)
+    retriever.retrieve(QUESTION)
+    await retriever.aretrieve(QUESTION)
+    assert model.counts == {"query": 2, "batch": 0}
 
 
 # -- arguments ----------------------------------------------------------------------------------
@@ -261,7 +327,9 @@ async def test_expansion_vectors_stored_by_the_build_are_not_embedded_again(
     for run in ("sync", "async"):
         spy = EmbedderSpy(hashing)  # same name as the KB's embedder, so it counts as shared
         host = ScriptedRetriever()
-        retriever = GravityFusionRetriever(host, engine, embed_model=GravityEmbedding(spy))
+        retriever = GravityFusionRetriever(
+            host, engine, embed_model=GravityEmbedding(spy), policy=EXPANDING_POLICY
+        )
         if run == "sync":
             retriever.retrieve(QUESTION)
         else:
@@ -290,7 +358,9 @@ def test_an_index_on_the_model_the_kb_was_built_with_embeds_the_question_once(
         e for e, v in zip(expansions, engine.known_expansion_vectors(expansions), strict=True) if v is None
     ]
     before = dict(model.counts)
-    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model).retrieve(QUESTION)
+    GravityFusionRetriever(ScriptedRetriever(), engine, embed_model=model, policy=EXPANDING_POLICY).retrieve(
+        QUESTION
+    )
     # The host's model embeds the question once and the engine reuses that vector (no batch of its
     # own); the expansions the build stored are not embedded again.
     assert model.counts["batch"] == before["batch"]

@@ -34,6 +34,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError
 from gravity_core.extract.offline import OfflineExtractor
@@ -146,12 +147,21 @@ def memory_index(hashing: HashingEmbedder) -> VectorStoreIndex:
 
 
 def fusion(
-    index: VectorStoreIndex, users: UserKBs | AnchorProvider, embed_model: GravityEmbedding | None = None
+    index: VectorStoreIndex,
+    users: UserKBs | AnchorProvider,
+    embed_model: GravityEmbedding | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
 ) -> GravityFusionRetriever:
     """``from_index`` with ``user_filters``: each query's searches on the user's ``index.as_retriever``."""
     if isinstance(users, AnchorProvider):
         return GravityFusionRetriever.from_index(
-            index, users, user_filters=by_user, similarity_top_k=8, per_query_top_k=4, embed_model=embed_model
+            index,
+            users,
+            user_filters=by_user,
+            similarity_top_k=8,
+            per_query_top_k=4,
+            embed_model=embed_model,
+            policy=policy,
         )
     return GravityFusionRetriever.from_index(
         index,
@@ -160,6 +170,7 @@ def fusion(
         similarity_top_k=8,
         per_query_top_k=4,
         embed_model=embed_model,
+        policy=policy,
     )
 
 
@@ -242,9 +253,12 @@ def test_the_fusion_retriever_searches_and_expands_for_the_querys_user_only(
     gravity_events: list[BaseEvent],
 ) -> None:
     for retriever in (
-        fusion(index, kbs),  # each user's retriever embeds its queries
-        fusion(index, kbs, embed_model=GravityEmbedding(hashing)),  # embedded once, stored vectors reused
-        GravityFusionRetriever(user_retrievers(index), users=kbs, similarity_top_k=8),
+        fusion(index, kbs, policy=EXPANDING_POLICY),  # each user's retriever embeds its queries
+        # embedded once, stored vectors reused
+        fusion(index, kbs, embed_model=GravityEmbedding(hashing), policy=EXPANDING_POLICY),
+        GravityFusionRetriever(
+            user_retrievers(index), users=kbs, similarity_top_k=8, policy=EXPANDING_POLICY
+        ),
     ):
         gravity_events.clear()
         for user in BUILT:
@@ -261,7 +275,7 @@ async def test_the_async_fusion_retriever_keeps_concurrent_users_apart(
     searches: list[VectorStoreQuery],
     gravity_events: list[BaseEvent],
 ) -> None:
-    retriever = fusion(index, kbs)
+    retriever = fusion(index, kbs, policy=EXPANDING_POLICY)  # the expansions too keep to their user
     users = list(BUILT) * 2
     results = await asyncio.gather(
         *(retriever.aretrieve(GravityQueryBundle(QUESTION, user_id=u)) for u in users)
@@ -290,7 +304,7 @@ def test_a_non_vector_retriever_per_user_serves_each_user_only_theirs(
         made.setdefault(user_id, []).append(retriever)
         return retriever
 
-    fused = GravityFusionRetriever(keyword_retriever, users=kbs, similarity_top_k=8)
+    fused = GravityFusionRetriever(keyword_retriever, users=kbs, similarity_top_k=8, policy=EXPANDING_POLICY)
     for user in BUILT:
         nodes = fused.retrieve(GravityQueryBundle(QUESTION, user_id=user))
         check_retrieved(nodes, user, anchors_events(gravity_events), fused.provider)
@@ -304,7 +318,7 @@ async def test_a_non_vector_retriever_per_user_async(kbs: UserKBs) -> None:
     def keyword_retriever(user_id: str) -> BaseRetriever:
         return KeywordRetriever(host_nodes(user_id, user_chat(BUILT[user_id])))
 
-    fused = GravityFusionRetriever(keyword_retriever, users=kbs, similarity_top_k=8)
+    fused = GravityFusionRetriever(keyword_retriever, users=kbs, similarity_top_k=8, policy=EXPANDING_POLICY)
     users = list(BUILT) * 2
     results = await asyncio.gather(*(fused.aretrieve(GravityQueryBundle(QUESTION, user_id=u)) for u in users))
     for user, nodes in zip(users, results, strict=True):
@@ -352,8 +366,11 @@ def postprocessed_engine(index: VectorStoreIndex, kbs: UserKBs) -> RetrieverQuer
 
 
 def transformed_engine(index: VectorStoreIndex, kbs: UserKBs) -> TransformQueryEngine:
+    # The transform's expansions are searched under a policy that places them.
     inner = RetrieverQueryEngine.from_args(
-        fusion(index, kbs), llm=RecordingLLM(), node_postprocessors=[GravityNodePostprocessor(users=kbs)]
+        fusion(index, kbs, policy=EXPANDING_POLICY),
+        llm=RecordingLLM(),
+        node_postprocessors=[GravityNodePostprocessor(users=kbs)],
     )
     return TransformQueryEngine(inner, GravityQueryTransform(users=kbs))
 
