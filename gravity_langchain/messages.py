@@ -152,7 +152,6 @@ def utterances_from_messages(
     )
 
 
-@renamed_arguments(**RENAMED_ARGUMENTS)
 def documents_from_utterances(utterances: Sequence[Utterance]) -> list[Document]:
     """One ``Document`` per utterance, for the host's own vector store of the conversation.
 
@@ -170,6 +169,7 @@ def documents_from_utterances(utterances: Sequence[Utterance]) -> list[Document]
     return [Document(page_content=turn_text(u), id=u.id, metadata=turn_metadata(u)) for u in utterances]
 
 
+@renamed_arguments(**RENAMED_ARGUMENTS)
 def build_kb_from_messages(
     messages: MessageSource,
     kb_dir: str | os.PathLike[str] | None = None,

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,8 +140,10 @@ def test_a_document_of_several_turns_is_fetched_once_for_them(
 
 
 def test_turns_indexed_with_documents_from_utterances_come_back_from_chroma(
-    engine: GravityEngine, utterances: list[Utterance], question: str
+    engine: GravityEngine, utterances: list[Utterance], question: str, tmp_path: Path
 ) -> None:
+    import chromadb
+    from chromadb.config import Settings
     from langchain_chroma import Chroma
 
     documents = documents_from_utterances(utterances)
@@ -152,9 +155,14 @@ def test_turns_indexed_with_documents_from_utterances_come_back_from_chroma(
         "id": utterances[0].id,
         "date": utterances[0].day.isoformat(),
     }
-    store = Chroma(
-        collection_name=f"turns-{uuid.uuid4().hex}", embedding_function=GravityEmbeddings(engine.embedder)
+    # A client of its own folder: chromadb keeps one in-memory system per process, whose settings
+    # the first test to make one decides.
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
     )
+    name = f"turns-{uuid.uuid4().hex}"
+    store = Chroma(collection_name=name, embedding_function=GravityEmbeddings(engine.embedder), client=client)
     store.add_documents(documents)
     docs = GravityRetriever(engine=engine, vector_store=store, k=K).invoke(question)
+    store.delete_collection()
     assert provenance(docs), "Chroma handed back no source turn"
