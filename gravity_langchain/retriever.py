@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -48,9 +48,22 @@ from gravity_langchain.retrieval_call import (
 )
 from gravity_langchain.store_search import asearch_store, search_store
 
-__all__ = ["GravityRetriever"]
+__all__ = ["GravityRetriever", "TurnFetcher"]
 
 logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class TurnFetcher(Protocol):
+    """A host retriever that hands back the documents holding given turns (retrieval by provenance)."""
+
+    def fetch_turns(self, utterance_ids: Sequence[str]) -> list[Document]:
+        """The documents holding these utterance ids, each once; ids it does not hold are skipped."""
+        ...
+
+    async def afetch_turns(self, utterance_ids: Sequence[str]) -> list[Document]:
+        """Async :meth:`fetch_turns`."""
+        ...
 
 
 def _holds(document: Document) -> list[str]:
@@ -407,8 +420,12 @@ class GravityRetriever(BaseRetriever):
 
     def _source_store(
         self, plan: SearchPlan, call: RetrievalCall
-    ) -> tuple[VectorStore | None, list[SourceTurn]]:
-        """The store to fetch the plan's source turns from, and the turns (none: nothing to fetch)."""
+    ) -> tuple[VectorStore | TurnFetcher | None, list[SourceTurn]]:
+        """What to fetch the plan's source turns from, and the turns (none: nothing to fetch).
+
+        The vector store (also a ``VectorStoreRetriever``'s), else a host retriever that fetches
+        turns itself (:class:`TurnFetcher`, e.g. :class:`~gravity_langchain.sgmem.SGMemRetriever`).
+        """
         turns = source_turns_for(self.policy, plan.context, call.top)
         if not turns:
             return None, []
@@ -420,11 +437,15 @@ class GravityRetriever(BaseRetriever):
             # A filter (or other search argument) cannot be applied to a fetch by id.
             self._notices.cannot_fetch("a filtered search", "a fetch by id cannot apply search arguments")
             return None, []
+        if isinstance(self.retriever, TurnFetcher):
+            return self.retriever, turns
         store = self.vector_store
         if store is None and isinstance(self.retriever, VectorStoreRetriever):
             store = self.retriever.vectorstore
         if store is None:
-            self._notices.cannot_fetch(type(self.retriever).__name__, "it is not a vector store's retriever")
+            self._notices.cannot_fetch(
+                type(self.retriever).__name__, "it is not a vector store's retriever and has no fetch_turns"
+            )
             return None, []
         return store, turns
 
@@ -433,6 +454,10 @@ class GravityRetriever(BaseRetriever):
         store, turns = self._source_store(plan, call)
         if store is None:
             return []
+        if isinstance(store, TurnFetcher):
+            return fetch_sources(
+                self._notices, type(store).__name__, turns, store.fetch_turns, _holds, document_key
+            )
 
         def fetch(ids: list[str]) -> list[Document]:
             try:
@@ -447,6 +472,10 @@ class GravityRetriever(BaseRetriever):
         store, turns = self._source_store(plan, call)
         if store is None:
             return []
+        if isinstance(store, TurnFetcher):
+            return await afetch_sources(
+                self._notices, type(store).__name__, turns, store.afetch_turns, _holds, document_key
+            )
 
         async def fetch(ids: list[str]) -> list[Document]:
             try:

@@ -2,13 +2,16 @@
 
 ``SGMemRetriever(sgmem=memory, k=4)`` returns SGMem's chunks as ``Document`` objects (id = chunk id,
 metadata: granularity, score, utterance ids, sentence ids, session, timestamp). Wrap it like any
-retriever: ``GravityRetriever(engine=engine, retriever=SGMemRetriever(sgmem=memory))`` runs the
-question and GRAVITY's expansions through it and fuses them by rank.
+retriever: ``GravityRetriever(engine=engine, retriever=SGMemRetriever(sgmem=memory))`` searches
+it with the question and fetches the selected anchors' source turns through :meth:`SGMemRetriever.fetch_turns`
+(the chunks holding them, merged by the context policy; expansions only under a policy that places
+them, such as ``EXPANDING_POLICY``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -134,3 +137,16 @@ class SGMemRetriever(BaseRetriever):
     ) -> list[Document]:
         result = await asyncio.to_thread(self._search, query, kwargs)
         return self._documents(result)
+
+    def fetch_turns(self, utterance_ids: Sequence[str]) -> list[Document]:
+        """The chunks (of this retriever's granularity) that hold these turns, whole, each once.
+
+        Retrieval by provenance: a :class:`~gravity_langchain.retriever.GravityRetriever` wrapping
+        this retriever fetches the selected anchors' source turns through it.
+        """
+        chunks = self.sgmem.chunks_holding(utterance_ids, granularity=self.granularity)
+        return [chunk_document(chunk) for chunk in chunks]
+
+    async def afetch_turns(self, utterance_ids: Sequence[str]) -> list[Document]:
+        """Async :meth:`fetch_turns`."""
+        return await asyncio.to_thread(self.fetch_turns, utterance_ids)

@@ -3,7 +3,8 @@
 ``SGMemRetriever(memory, similarity_top_k=4)`` returns SGMem's chunks as ``NodeWithScore`` objects
 (``TextNode`` with ``id_`` = chunk id; metadata: granularity, score, utterance ids, sentence ids,
 session, timestamp). Wrap it like any retriever: ``GravityFusionRetriever(SGMemRetriever(memory),
-engine)`` runs the question and GRAVITY's expansions through it and fuses them by rank. The
+engine)`` searches it with the question (and GRAVITY's expansions, under a policy that places them,
+such as ``EXPANDING_POLICY``) and merges the results by the context policy. The
 retriever exposes SGMem's embedder as its embedding model, so the fusion retriever embeds the
 queries with the same model and this retriever reuses the vectors it is handed.
 """

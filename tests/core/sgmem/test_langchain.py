@@ -100,7 +100,8 @@ def test_memories_can_be_returned_after_the_chunks(hashing: HashingEmbedder, sam
 
 def test_gravity_retriever_wraps_sgmem_unchanged(engine: GravityEngine, sample_memory: SGMem) -> None:
     host = SGMemRetriever(sgmem=sample_memory, k=5)
-    policy = ContextPolicy(lead=1, every=2)  # expansions take places early (the shipped policy: after 25)
+    # Expansions take places early (the shipped policy places none); no source turn, to see them alone.
+    policy = ContextPolicy(lead=1, every=2, source_every=0)
     docs = GravityRetriever(engine=engine, retriever=host, k=6, policy=policy).invoke(QUESTION)
     expansions = engine.query(QUESTION).expansions
     lists = [host.invoke(q) for q in [QUESTION, *expansions]]
@@ -137,3 +138,27 @@ async def test_full_chain_puts_anchors_and_sgmem_chunks_in_the_prompt(
     assert all(line in system for doc in retrieved for line in doc.page_content.splitlines())
     assert all("/r" in doc.id for doc in retrieved if doc.id)
     assert [m.content for m in async_prompt] == [m.content for m in sync_prompt]
+
+
+def test_sgmem_hands_back_the_chunks_holding_turns(sample_memory: SGMem, sample: list[Utterance]) -> None:
+    rounds = SGMemRetriever(sgmem=sample_memory, granularity="round")
+    first, second, later = sample[0].id, sample[1].id, sample[40].id
+    docs = rounds.fetch_turns([later, "no-such-turn", first, second])
+    assert [later in d.metadata["gravity_utterance_ids"] for d in docs] == [True, False]
+    assert {first, second} <= set(docs[1].metadata["gravity_utterance_ids"])  # one round holds both
+    turns = SGMemRetriever(sgmem=sample_memory).fetch_turns([second, first])
+    assert [d.id for d in turns] == [second, first]
+
+
+def test_gravity_retriever_fetches_source_turns_through_sgmem(
+    engine: GravityEngine, sample_memory: SGMem
+) -> None:
+    host = SGMemRetriever(sgmem=sample_memory, k=8, granularity="round")
+    docs = GravityRetriever(engine=engine, retriever=host, k=8).invoke(QUESTION)
+    fetched = [d for d in docs if d.metadata["gravity_slot"] == "provenance"]
+    assert fetched, "no source turn came through SGMem"
+    sources = {f"{s.kind.value}:{s.anchor_id}": set(s.utterance_ids) for s in engine.query(QUESTION).sources}
+    for doc in fetched:
+        (why,) = [f for f in doc.metadata["gravity_found_by"] if f["query"] == "provenance"]
+        assert sources[why["text"]] & set(doc.metadata["gravity_utterance_ids"])
+    assert len({d.id for d in docs}) == len(docs)
