@@ -12,12 +12,10 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.base import BaseIndex
-from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.indices.vector_store.retrievers.retriever import VectorIndexRetriever
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts.mixin import PromptMixinType
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
-from llama_index.core.vector_stores.types import BasePydanticVectorStore
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.context.provenance import SourceTurn
@@ -28,13 +26,19 @@ from gravity_core.serving.provenance import (
     ProvenanceNotices,
     afetch_sources,
     fetch_sources,
-    held_utterances,
     source_turns_for,
 )
 from gravity_core.serving.search_plan import PlanSteps, SearchPlan, arun_plan, plan_searches, run_plan
 from gravity_core.serving.users import UserKBs
 from gravity_llamaindex.embeddings import GravityEmbedding, aembed_texts, embed_texts
 from gravity_llamaindex.fusion import explained_nodes, node_id
+from gravity_llamaindex.index_fetch import (
+    aget_index_nodes,
+    as_results,
+    get_index_nodes,
+    index_host_name,
+    node_turns,
+)
 from gravity_llamaindex.per_user import (
     UserFilters,
     UserRetriever,
@@ -459,10 +463,10 @@ class GravityFusionRetriever(BaseRetriever):
             return []
         return fetch_sources(
             self._notices,
-            _host_name(index),
+            index_host_name(index),
             turns,
-            lambda ids: _as_results(_get_nodes(index, ids)),
-            _holds,
+            lambda ids: as_results(get_index_nodes(index, ids)),
+            node_turns,
             node_id,
         )
 
@@ -474,64 +478,6 @@ class GravityFusionRetriever(BaseRetriever):
             return []
 
         async def fetch(ids: list[str]) -> list[NodeWithScore]:
-            return _as_results(await _aget_nodes(index, ids))
+            return as_results(await aget_index_nodes(index, ids))
 
-        return await afetch_sources(self._notices, _host_name(index), turns, fetch, _holds, node_id)
-
-
-def _host_name(index: BaseIndex[Any]) -> str:
-    store = index.vector_store if isinstance(index, VectorStoreIndex) else None
-    return type(index).__name__ if store is None else f"{type(index).__name__} over {type(store).__name__}"
-
-
-def _text_store(index: BaseIndex[Any]) -> BasePydanticVectorStore | None:
-    """The index's vector store when it keeps the nodes' text (Chroma...); else the docstore does."""
-    store = index.vector_store if isinstance(index, VectorStoreIndex) else None
-    return store if store is not None and store.stores_text else None
-
-
-def _get_nodes(index: BaseIndex[Any], ids: list[str]) -> list[BaseNode]:
-    """The index's nodes of ``ids`` (those it holds): from a vector store keeping the text, else the docstore.
-
-    Raises:
-        NotImplementedError: the vector store keeps the text but has no ``get_nodes``, and the
-            docstore holds none of the nodes.
-    """
-    store = _text_store(index)
-    if store is not None:
-        try:
-            return list(store.get_nodes(node_ids=ids))
-        except NotImplementedError:
-            pass
-    found = index.docstore.get_nodes(ids, raise_error=False)
-    if not found and store is not None:
-        raise NotImplementedError(_NO_GET_NODES.format(store=type(store).__name__))
-    return found
-
-
-async def _aget_nodes(index: BaseIndex[Any], ids: list[str]) -> list[BaseNode]:
-    """Async :func:`_get_nodes`."""
-    store = _text_store(index)
-    if store is not None:
-        try:
-            return list(await store.aget_nodes(node_ids=ids))
-        except NotImplementedError:
-            pass
-    found = await index.docstore.aget_nodes(ids, raise_error=False)
-    if not found and store is not None:
-        raise NotImplementedError(_NO_GET_NODES.format(store=type(store).__name__))
-    return found
-
-
-_NO_GET_NODES = (
-    "{store} has no get_nodes and the index's docstore holds none of the nodes asked for "
-    "(VectorStoreIndex(..., store_nodes_override=True) keeps them there)"
-)
-
-
-def _as_results(nodes: Sequence[BaseNode]) -> list[NodeWithScore]:
-    return [NodeWithScore(node=node, score=None) for node in nodes]
-
-
-def _holds(item: NodeWithScore) -> list[str]:
-    return held_utterances(item.node.node_id, item.node.metadata)
+        return await afetch_sources(self._notices, index_host_name(index), turns, fetch, node_turns, node_id)
