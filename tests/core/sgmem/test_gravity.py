@@ -31,13 +31,19 @@ def engine(hashing: HashingEmbedder, sample: list[Utterance]) -> GravityEngine:
     return engine_for(hashing, sample)
 
 
-def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
-    engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
-) -> None:
+def spied_memory(hashing: HashingEmbedder, sample: list[Utterance]) -> tuple[SGMem, EmbedderSpy]:
+    """SGMem over the sample through an embedder that records its calls (the build's forgotten)."""
     spy = EmbedderSpy(hashing)
     memory = SGMem(spy)
     memory.add(sample)
     spy.calls.clear()
+    return memory, spy
+
+
+def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
+    engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
+) -> None:
+    memory, spy = spied_memory(hashing, sample)
     policy = ContextPolicy(lead=1, every=2)  # expansions take places early (EXPANDING_POLICY: after 25)
     both = SGMemWithGravity(memory, engine, policy=policy)
     result = both.retrieve(QUESTION, token_budget=500, granularity="round")
@@ -63,10 +69,7 @@ def test_expansions_are_searched_in_sgmem_and_anchors_lead_the_context(
 def test_the_shipped_policy_neither_embeds_nor_searches_the_expansions(
     engine: GravityEngine, hashing: HashingEmbedder, sample: list[Utterance]
 ) -> None:
-    spy = EmbedderSpy(hashing)
-    memory = SGMem(spy)
-    memory.add(sample)
-    spy.calls.clear()
+    memory, spy = spied_memory(hashing, sample)
     result = SGMemWithGravity(memory, engine).retrieve(QUESTION, token_budget=500, granularity="round")
     assert DEFAULT_POLICY.every == 0 and engine.query(QUESTION).expansions  # made, not searched
     assert result.queries == [QUESTION] and spy.calls == [[QUESTION]]
