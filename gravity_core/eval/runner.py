@@ -151,7 +151,11 @@ class _SampleRun:
                 expansions = context.expansions if context is not None and setting != SOURCES_ALONE else []
                 ranking = policy_ranking(self.config.policy, question.question, expansions, rankings, sourced)
                 # With no room for anchor text the chain searches without expansions.
-                unexpanded = policy_ranking(self.config.policy, question.question, [], rankings, sourced)
+                unexpanded = (
+                    policy_ranking(self.config.policy, question.question, [], rankings, sourced)
+                    if expansions and self.config.policy.every
+                    else ranking
+                )
                 for budget in self.config.budgets:
                     window = self._window(
                         question, vectors[index], setting, context, ranking, unexpanded, budget
