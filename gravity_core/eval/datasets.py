@@ -25,6 +25,7 @@ from gravity_core.temporal import parse_timestamp
 __all__ = [
     "LOCOMO_CATEGORIES",
     "LOCOMO_SKIPPED",
+    "LONGMEMEVAL_RUBRIC_TYPES",
     "EvalQuestion",
     "EvalSample",
     "load_locomo_eval",
@@ -42,6 +43,9 @@ LOCOMO_CATEGORIES: MappingProxyType[int, str] = MappingProxyType(
 LOCOMO_SKIPPED = frozenset({5})
 """Categories left out by default: adversarial questions have no gold answer, only a trap."""
 
+LONGMEMEVAL_RUBRIC_TYPES = frozenset({"single-session-preference"})
+"""LongMemEval question types whose gold answer is a rubric for a judge, not an answer to find."""
+
 _DIA_ID = re.compile(r"D:?(\d+):0*(\d+)")
 _ABSTENTION_SUFFIX = "_abs"
 
@@ -57,6 +61,9 @@ class EvalQuestion:
         category: the question's category label, e.g. ``"temporal"``.
         evidence: ids of the utterances that hold the answer (may be empty).
         question_date: the day the question is asked, when the benchmark says.
+        rubric: the gold answer describes what a good answer does rather than stating it
+            (LongMemEval's preference questions: "The user would prefer suggestions that ..."),
+            so answer coverage cannot grade it and leaves the question out.
     """
 
     id: str
@@ -65,6 +72,7 @@ class EvalQuestion:
     category: str
     evidence: tuple[str, ...] = ()
     question_date: date | None = None
+    rubric: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,7 @@ def load_longmemeval_eval(
             category=where.require(data, "question_type", str, nonempty=True),
             evidence=_longmemeval_evidence(data, where, utterances),
             question_date=_question_date(data, where),
+            rubric=data.get("question_type") in LONGMEMEVAL_RUBRIC_TYPES,
         )
         loaded.append(EvalSample(qid, utterances, [question], types))
     return loaded

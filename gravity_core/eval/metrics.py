@@ -83,12 +83,17 @@ def content_words(answer: str, stop_words: Collection[str] = COVERAGE_STOP_WORDS
     return kept or words
 
 
-def answer_covered(answer: str, context_words: Collection[str]) -> bool:
-    """Whether every content word of ``answer`` is among ``context_words`` (from :func:`text_words`).
+def answer_covered(answer: str, context_words: Collection[str], question: str = "") -> bool:
+    """Whether every content word of ``answer`` not already in ``question`` is among ``context_words``.
 
-    An answer without any word is never covered.
+    The answering model reads the question, so a word the answer repeats from it ("you suggested
+    ...", "the recommended ratio is ...") need not come from the context; when every content word
+    of the answer is in the question ("Is it A or B?" - "A"), all of them are needed. Words are
+    compared as :func:`text_words` gives them. An answer without any word is never covered.
     """
     needed = content_words(answer)
+    new = needed - text_words(question)
+    needed = new or needed
     return bool(needed) and needed <= set(context_words)
 
 

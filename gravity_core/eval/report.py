@@ -175,7 +175,8 @@ def markdown_report(results: EvalResults) -> str:
         "",
         "Evidence recall: share of a question's gold evidence turns present in the context as raw turns. "
         "Answer coverage: share of questions whose gold answer's content words (lower-cased, stop words "
-        "removed) all appear in the context text (anchors included).",
+        "removed, words of the question aside) all appear in the context text (anchors included); "
+        "questions whose gold answer is a rubric for a judge are left out of it.",
         "",
         "## Goal",
         "",

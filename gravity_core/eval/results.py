@@ -36,7 +36,9 @@ class QuestionRecord:
         setting: ``"host"`` for the host alone, else a GRAVITY preset name.
         budget: the total token budget.
         evidence_recall: share of its evidence turns in the context (``None`` without evidence).
-        covered: whether all content words of the gold answer are in the context text.
+        covered: whether the gold answer's content words are in the context text
+            (:func:`~gravity_core.eval.metrics.answer_covered`); ``None`` for a rubric answer,
+            which coverage cannot grade (left out of the average).
         context_tokens: tokens of the whole context.
         anchor_tokens: tokens of GRAVITY's injection.
         passages: host passages in the context.
@@ -52,7 +54,7 @@ class QuestionRecord:
     setting: str
     budget: int
     evidence_recall: float | None
-    covered: bool
+    covered: bool | None
     context_tokens: int
     anchor_tokens: int
     passages: int
@@ -72,7 +74,7 @@ def _figures(records: Sequence[QuestionRecord]) -> dict[str, Any]:
     return {
         "questions": len(records),
         "evidence_recall": _mean(recalls),
-        "answer_coverage": _mean([1.0 if r.covered else 0.0 for r in records]),
+        "answer_coverage": _mean([1.0 if r.covered else 0.0 for r in records if r.covered is not None]),
         "context_tokens": _mean([float(r.context_tokens) for r in records]),
         "anchor_tokens": _mean([float(r.anchor_tokens) for r in records]),
         "accuracy": _mean([1.0 if c else 0.0 for c in judged]),

@@ -252,7 +252,7 @@ class _SampleRun:
             setting=setting,
             budget=budget,
             evidence_recall=evidence_recall(question.evidence, window.turn_ids),
-            covered=answer_covered(question.answer, words),
+            covered=None if question.rubric else answer_covered(question.answer, words, question.question),
             context_tokens=window.tokens,
             anchor_tokens=window.anchors_tokens,
             passages=len(window.passages),

@@ -81,6 +81,25 @@ def test_longmemeval_command(longmemeval_fixture: Path, tmp_path: Path) -> None:
     assert cell["overall"]["questions"] == 3 and cell["overall"]["evidence_recall"] == 1.0
 
 
+def test_a_rubric_answer_is_left_out_of_answer_coverage(longmemeval_fixture: Path, tmp_path: Path) -> None:
+    data = json.loads(longmemeval_fixture.read_text(encoding="utf-8"))
+    data[0]["question_type"] = "single-session-preference"
+    changed = tmp_path / "lme.json"
+    changed.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "lme"
+    invoke(["longmemeval", str(changed), "-o", str(out), "--settings", "full", "--no-plots", *FAST])
+    results = json.loads((out / "results.json").read_text())
+    rubric = [r for r in results["records"] if r["category"] == "single-session-preference"]
+    assert rubric and all(r["covered"] is None for r in rubric)
+    assert all(r["covered"] is not None for r in results["records"] if r not in rubric)
+    cell = results["summary"]["vector"][HOST_ALONE]["800"]
+    assert cell["single-session-preference"]["answer_coverage"] is None
+    assert cell["single-session-preference"]["evidence_recall"] is not None
+    others = [r for r in results["records"] if r["setting"] == HOST_ALONE and r["budget"] == 800]
+    graded = [r["covered"] for r in others if r["covered"] is not None]
+    assert cell["overall"]["answer_coverage"] == sum(graded) / len(graded)
+
+
 def test_bad_options_fail_with_a_configuration_error(locomo_tiny: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(make_eval_app(), ["locomo", str(locomo_tiny), "--budgets", "800,x", "-q"])
     assert result.exit_code != 0 and "token counts" in str(result.exception)

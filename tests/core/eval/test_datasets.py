@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
@@ -74,3 +75,15 @@ def test_longmemeval_categories_and_abstention() -> None:
     assert [s.id for s in samples][-1] == "lme_004_abs"
     assert samples[0].categories == ("single-session-user", "temporal-reasoning", "knowledge-update")
     assert samples[-1].questions[0].evidence == ()
+
+
+def test_longmemeval_preference_answers_are_rubrics(tmp_path: Path) -> None:
+    data = json.loads(LONGMEMEVAL.read_text(encoding="utf-8"))
+    data[0]["question_type"] = "single-session-preference"
+    data[0]["answer"] = "The user would prefer suggestions that suit a small dog."
+    changed = tmp_path / "lme.json"
+    changed.write_text(json.dumps(data), encoding="utf-8")
+    samples = {s.id: s.questions[0] for s in load_longmemeval_eval(changed)}
+    assert samples["lme_001"].rubric
+    assert not samples["lme_002"].rubric
+    assert not any(q.rubric for s in load_longmemeval_eval(LONGMEMEVAL) for q in s.questions)

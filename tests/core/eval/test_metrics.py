@@ -90,3 +90,17 @@ def test_locomo_f1_multi_hop_averages_best_match_per_gold_item() -> None:
 def test_locomo_f1_open_domain_ignores_the_rationale_after_a_semicolon() -> None:
     assert locomo_f1("likely yes", "Likely yes; he liked Lisbon", "open-domain") == 1.0
     assert locomo_f1("likely yes", "Likely yes; he liked Lisbon", "single-hop") < 1.0
+
+
+def test_words_the_answer_repeats_from_the_question_are_not_needed() -> None:
+    question = "Can you remind me what the recommended ratio of tea tree oil to carrier oil is?"
+    context = text_words("assistant: mix 1 drop of tea tree oil with 10 drops of a carrier oil")
+    assert answer_covered("The recommended ratio is 1:10", context, question)
+    assert not answer_covered("The recommended ratio is 1:10", context)
+    assert not answer_covered("The recommended ratio is 1:12", context, question)
+
+
+def test_an_answer_made_only_of_question_words_needs_them_all() -> None:
+    question = "Did she move to Lisbon or to Porto?"
+    assert not answer_covered("Porto", text_words("she loved Lisbon"), question)
+    assert answer_covered("Porto", text_words("she moved to Porto"), question)
