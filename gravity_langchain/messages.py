@@ -41,7 +41,7 @@ from gravity_core.serving.messages import (
     renamed_arguments,
     utterances_from_neutral_messages,
 )
-from gravity_core.serving.turn_documents import turn_metadata, turn_text
+from gravity_core.serving.turn_documents import turn_chunks
 from gravity_langchain.models import LangChainChatModel
 
 __all__ = [
@@ -152,21 +152,42 @@ def utterances_from_messages(
     )
 
 
-def documents_from_utterances(utterances: Sequence[Utterance]) -> list[Document]:
-    """One ``Document`` per utterance, for the host's own vector store of the conversation.
+def documents_from_utterances(
+    utterances: Sequence[Utterance], *, turns_per_document: int = 1
+) -> list[Document]:
+    """The turns as ``Document`` objects, for the host's own vector store of the conversation.
 
-    The document's id is the utterance id (the ids GRAVITY's anchors cite, so
-    :class:`~gravity_langchain.retriever.GravityRetriever` can fetch a selected anchor's source
-    turns by id), its text ``"<speaker>: <text>"`` (attachment captions included), and its
+    By default one document per utterance: its id is the utterance id (the ids GRAVITY's anchors
+    cite, so :class:`~gravity_langchain.retriever.GravityRetriever` can fetch a selected anchor's
+    source turns by id), its text ``"<speaker>: <text>"`` (attachment captions included), and its
     metadata ``speaker``, ``session``, ``id`` and ``date`` (scalars, which every store keeps;
     langchain-chroma cannot hand back by id a document stored without metadata).
+
+    With ``turns_per_document=n`` above 1, a document holds up to ``n`` consecutive turns of one
+    session, one per line, under the id ``"<first utterance id>+<n>"``; its metadata lists the
+    utterance ids it holds under ``"gravity_utterance_ids"`` (comma-separated), with ``session``,
+    ``date`` (the first turn's), ``id`` and ``speakers``
+    (:func:`~gravity_core.serving.turn_documents.turn_chunks`). Give the retriever the same
+    ``turns_per_document``. Pass each session's turns from its first one (e.g. the whole history
+    each time): the ids stay the same as a session grows, so adding the documents again replaces
+    the session's last, shorter one.
+
+    Raises:
+        ConfigurationError: ``turns_per_document`` is not an integer of at least 1.
+        InputDataError: with several turns per document, an utterance id holds a comma.
 
     Example:
         ```python
         store.add_documents(documents_from_utterances(load_conversation("chat.jsonl")))
+
+        store.add_documents(documents_from_utterances(turns, turns_per_document=4))
+        retriever = GravityRetriever(engine=engine, vector_store=store, turns_per_document=4)
         ```
     """
-    return [Document(page_content=turn_text(u), id=u.id, metadata=turn_metadata(u)) for u in utterances]
+    return [
+        Document(page_content=chunk.text, id=chunk.id, metadata=dict(chunk.metadata))
+        for chunk in turn_chunks(utterances, turns_per_document)
+    ]
 
 
 @renamed_arguments(**RENAMED_ARGUMENTS)

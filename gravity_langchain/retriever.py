@@ -6,15 +6,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
-from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from pydantic import Field, PrivateAttr, ValidationError
+from langchain_core.vectorstores import VectorStore
+from pydantic import Field, PrivateAttr
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
 from gravity_core.context.provenance import SourceTurn
@@ -23,14 +23,9 @@ from gravity_core.query.config import QueryConfig
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.question_date import QUESTION_DATE_KEY, as_question_date
 from gravity_core.serving.answer_cache import AnswerCache, UserAnswerCaches
-from gravity_core.serving.provenance import (
-    ProvenanceNotices,
-    afetch_sources,
-    fetch_sources,
-    held_utterances,
-    source_turns_for,
-)
+from gravity_core.serving.provenance import ProvenanceNotices, source_turns_for
 from gravity_core.serving.search_plan import PlanSteps, SearchPlan, arun_plan, plan_searches, run_plan
+from gravity_core.serving.turn_documents import ChunkIds
 from gravity_core.serving.users import UserKBs
 from gravity_langchain.batched_search import BatchedSearch
 from gravity_langchain.embeddings import shares_embedder
@@ -46,34 +41,18 @@ from gravity_langchain.retrieval_call import (
     refuse_unknown_arguments,
     with_user_search,
 )
+from gravity_langchain.source_fetch import (
+    DocumentIds,
+    TurnFetcher,
+    afetch_source_documents,
+    fetch_source_documents,
+    source_host,
+)
 from gravity_langchain.store_search import asearch_store, search_store
 
 __all__ = ["GravityRetriever", "TurnFetcher"]
 
 logger = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class TurnFetcher(Protocol):
-    """A host retriever that hands back the documents holding given turns (retrieval by provenance)."""
-
-    def fetch_turns(self, utterance_ids: Sequence[str]) -> list[Document]:
-        """The documents holding these utterance ids, each once; ids it does not hold are skipped."""
-        ...
-
-    async def afetch_turns(self, utterance_ids: Sequence[str]) -> list[Document]:
-        """Async :meth:`fetch_turns`."""
-        ...
-
-
-def _holds(document: Document) -> list[str]:
-    return held_utterances(document.id, document.metadata)
-
-
-_NO_METADATA = (
-    "its get_by_ids fails on documents stored without metadata, as langchain-chroma's does; give "
-    "each document some metadata, e.g. metadata={'session': turn.session}"
-)
 
 
 class GravityRetriever(BaseRetriever):
@@ -117,10 +96,12 @@ class GravityRetriever(BaseRetriever):
     **Source turns.** Every GRAVITY anchor knows the turns it came from. The shipped policy fetches
     those of the selected event and entity anchors (up to four per anchor) by id. A document holds
     the turn whose utterance id is its id, or the turns its metadata lists under
-    ``"gravity_utterance_ids"``. Nothing is fetched with ``users=``, with search arguments (a
-    filter cannot apply to a fetch by id) or for a retriever that is not a vector store's: the log
-    says so once, and the question's hits fill the places. ``policy=dataclasses.replace(
-    DEFAULT_POLICY, source_every=0)`` turns it off.
+    ``"gravity_utterance_ids"``; over a store of chunks of ``n`` turns made by
+    ``documents_from_utterances(turns, turns_per_document=n)``, give ``turns_per_document=n`` too,
+    and the chunks holding the turns are fetched by their ids. Nothing is fetched with ``users=``,
+    with search arguments (a filter cannot apply to a fetch by id) or for a retriever that is not a
+    vector store's: the log says so once, and the question's hits fill the places.
+    ``policy=dataclasses.replace(DEFAULT_POLICY, source_every=0)`` turns it off.
 
     **The question's date.** Phrases such as "last month" are resolved against the date the question
     is asked: ``invoke(q, question_date=d)``, else ``config={"configurable": {"question_date": d}}``
@@ -167,6 +148,9 @@ class GravityRetriever(BaseRetriever):
         users: the KBs of many users (give this or ``engine``); each call names its user.
         user_filter: with ``users``, the store's extra search arguments for one user's documents,
             e.g. ``lambda u: {"filter": {"user_id": u}}`` for Chroma (required with ``users``).
+        turns_per_document: the ``turns_per_document`` the store's documents were made with by
+            :func:`~gravity_langchain.messages.documents_from_utterances` (default 1: a document
+            per turn); the source turns are then fetched as the chunks holding them.
 
     Example:
         ```python
@@ -194,7 +178,9 @@ class GravityRetriever(BaseRetriever):
     batched_search: BatchedSearch | None = None
     users: UserKBs | None = None
     user_filter: UserFilter | None = None
+    turns_per_document: int = 1
     _notices: ProvenanceNotices = PrivateAttr(default_factory=lambda: ProvenanceNotices("GravityRetriever"))
+    _chunk_ids: ChunkIds = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         # Checked here rather than in pydantic validators so users get a ConfigurationError that
@@ -203,6 +189,7 @@ class GravityRetriever(BaseRetriever):
         if QUESTION_DATE_KEY in data:
             data[QUESTION_DATE_KEY] = as_question_date(data[QUESTION_DATE_KEY])
         super().__init__(**data)
+        self._chunk_ids = ChunkIds(self.turns_per_document)
         if (self.vector_store is None) == (self.retriever is None):
             raise ConfigurationError("GravityRetriever needs exactly one of vector_store= or retriever=")
         for name, value in (("k", self.k), ("fetch_k", self.fetch_k)):
@@ -418,69 +405,29 @@ class GravityRetriever(BaseRetriever):
 
     # -- provenance ---------------------------------------------------------------------------
 
-    def _source_store(
+    def _source_host(
         self, plan: SearchPlan, call: RetrievalCall
-    ) -> tuple[VectorStore | TurnFetcher | None, list[SourceTurn]]:
-        """What to fetch the plan's source turns from, and the turns (none: nothing to fetch).
-
-        The vector store (also a ``VectorStoreRetriever``'s), else a host retriever that fetches
-        turns itself (:class:`TurnFetcher`, e.g. :class:`~gravity_langchain.sgmem.SGMemRetriever`).
-        """
+    ) -> tuple[VectorStore | TurnFetcher | None, list[SourceTurn], DocumentIds]:
+        """What to fetch the plan's source turns from, the turns (none: nothing to fetch), and their ids."""
         turns = source_turns_for(self.policy, plan.context, call.top)
         if not turns:
-            return None, []
-        if self.users is not None:
-            # One store holds every user's documents, and a fetch by id cannot apply user_filter.
-            self._notices.cannot_fetch("a store shared by users", "a fetch by id cannot keep to one user")
-            return None, []
-        if call.search:
-            # A filter (or other search argument) cannot be applied to a fetch by id.
-            self._notices.cannot_fetch("a filtered search", "a fetch by id cannot apply search arguments")
-            return None, []
-        if isinstance(self.retriever, TurnFetcher):
-            return self.retriever, turns
-        store = self.vector_store
-        if store is None and isinstance(self.retriever, VectorStoreRetriever):
-            store = self.retriever.vectorstore
-        if store is None:
-            self._notices.cannot_fetch(
-                type(self.retriever).__name__, "it is not a vector store's retriever and has no fetch_turns"
-            )
-            return None, []
-        return store, turns
+            return None, [], list
+        host = source_host(
+            self._notices,
+            vector_store=self.vector_store,
+            retriever=self.retriever,
+            shared=self.users is not None,
+            search=call.search,
+        )
+        snapshot = call.engine.snapshot
+        return host, turns, lambda ids: self._chunk_ids.document_ids(snapshot, ids)
 
     def _sourced(self, plan: SearchPlan, call: RetrievalCall) -> list[tuple[str, Document]]:
         """The documents holding the selected anchors' source turns, each with its anchor."""
-        store, turns = self._source_store(plan, call)
-        if store is None:
-            return []
-        if isinstance(store, TurnFetcher):
-            return fetch_sources(
-                self._notices, type(store).__name__, turns, store.fetch_turns, _holds, document_key
-            )
-
-        def fetch(ids: list[str]) -> list[Document]:
-            try:
-                return store.get_by_ids(ids)
-            except ValidationError as error:
-                raise NotImplementedError(_NO_METADATA) from error
-
-        return fetch_sources(self._notices, type(store).__name__, turns, fetch, _holds, document_key)
+        host, turns, document_ids = self._source_host(plan, call)
+        return [] if host is None else fetch_source_documents(self._notices, host, turns, document_ids)
 
     async def _asourced(self, plan: SearchPlan, call: RetrievalCall) -> list[tuple[str, Document]]:
         """Async :meth:`_sourced`."""
-        store, turns = self._source_store(plan, call)
-        if store is None:
-            return []
-        if isinstance(store, TurnFetcher):
-            return await afetch_sources(
-                self._notices, type(store).__name__, turns, store.afetch_turns, _holds, document_key
-            )
-
-        async def fetch(ids: list[str]) -> list[Document]:
-            try:
-                return await store.aget_by_ids(ids)
-            except ValidationError as error:
-                raise NotImplementedError(_NO_METADATA) from error
-
-        return await afetch_sources(self._notices, type(store).__name__, turns, fetch, _holds, document_key)
+        host, turns, document_ids = self._source_host(plan, call)
+        return [] if host is None else await afetch_source_documents(self._notices, host, turns, document_ids)

@@ -2,11 +2,14 @@
 
 A ``VectorStoreIndex`` whose vector store keeps the nodes' text (Chroma...) hands them back through
 the store's ``get_nodes``; over the default ``SimpleVectorStore`` the index's docstore holds them.
+Over an index of chunks of several turns (``nodes_from_utterances(..., turns_per_node=n)``), the
+turns' ids are first turned into the ids of the chunks holding them
+(:class:`~gravity_core.serving.turn_documents.ChunkIds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llama_index.core.indices.base import BaseIndex
@@ -14,9 +17,23 @@ from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from gravity_core.serving.provenance import held_utterances
+from gravity_core.context.provenance import SourceTurn
+from gravity_core.serving.provenance import ProvenanceNotices, afetch_sources, fetch_sources, held_utterances
+from gravity_llamaindex.fusion import node_id
 
-__all__ = ["aget_index_nodes", "as_results", "get_index_nodes", "index_host_name", "node_turns"]
+__all__ = [
+    "NodeIds",
+    "aget_index_nodes",
+    "aindex_sources",
+    "as_results",
+    "get_index_nodes",
+    "index_host_name",
+    "index_sources",
+    "node_turns",
+]
+
+NodeIds = Callable[[list[str]], list[str]]
+"""The index's node ids of the utterance ids asked for (each once)."""
 
 
 def index_host_name(index: BaseIndex[Any]) -> str:
@@ -78,3 +95,35 @@ def as_results(nodes: Sequence[BaseNode]) -> list[NodeWithScore]:
 def node_turns(item: NodeWithScore) -> list[str]:
     """The utterance ids a node holds (:func:`~gravity_core.serving.provenance.held_utterances`)."""
     return held_utterances(item.node.node_id, item.node.metadata)
+
+
+def index_sources(
+    notices: ProvenanceNotices, index: BaseIndex[Any], turns: Sequence[SourceTurn], node_ids: NodeIds
+) -> list[tuple[str, NodeWithScore]]:
+    """The index's nodes holding ``turns``, each with the anchor that asked for it.
+
+    Args:
+        notices: the retriever's notices.
+        index: the host's index.
+        turns: the turns to fetch.
+        node_ids: the index's node ids of the turns' utterance ids.
+    """
+    return fetch_sources(
+        notices,
+        index_host_name(index),
+        turns,
+        lambda ids: as_results(get_index_nodes(index, node_ids(ids))),
+        node_turns,
+        node_id,
+    )
+
+
+async def aindex_sources(
+    notices: ProvenanceNotices, index: BaseIndex[Any], turns: Sequence[SourceTurn], node_ids: NodeIds
+) -> list[tuple[str, NodeWithScore]]:
+    """Async :func:`index_sources`."""
+
+    async def fetch(ids: list[str]) -> list[NodeWithScore]:
+        return as_results(await aget_index_nodes(index, node_ids(ids)))
+
+    return await afetch_sources(notices, index_host_name(index), turns, fetch, node_turns, node_id)

@@ -22,7 +22,7 @@ from gravity_core.serving.messages import (
     renamed_arguments,
     utterances_from_neutral_messages,
 )
-from gravity_core.serving.turn_documents import turn_metadata, turn_text
+from gravity_core.serving.turn_documents import turn_chunks
 
 __all__ = ["neutral_message", "nodes_from_utterances", "utterances_from_chat_messages"]
 
@@ -90,24 +90,40 @@ def utterances_from_chat_messages(
     )
 
 
-def nodes_from_utterances(utterances: Sequence[Utterance]) -> list[TextNode]:
-    """One ``TextNode`` per utterance, for the host's own index of the conversation.
+def nodes_from_utterances(utterances: Sequence[Utterance], *, turns_per_node: int = 1) -> list[TextNode]:
+    """The turns as ``TextNode`` objects, for the host's own index of the conversation.
 
-    The node's id is the utterance id (the ids GRAVITY's anchors cite), its text
-    ``"<speaker>: <text>"`` (attachment captions included), and its metadata ``speaker``,
-    ``session``, ``id`` and ``date``; the metadata is kept out of the embedding, and the LLM sees
-    ``session``, ``id`` and ``date`` above the text.
+    By default one node per utterance: its id is the utterance id (the ids GRAVITY's anchors cite),
+    its text ``"<speaker>: <text>"`` (attachment captions included), and its metadata ``speaker``,
+    ``session``, ``id`` and ``date``.
+
+    With ``turns_per_node=n`` above 1, a node holds up to ``n`` consecutive turns of one session,
+    one per line, under the id ``"<first utterance id>+<n>"``; its metadata lists the utterance
+    ids it holds under ``"gravity_utterance_ids"`` (comma-separated), with ``session``, ``date``
+    (the first turn's), ``id`` and ``speakers``
+    (:func:`~gravity_core.serving.turn_documents.turn_chunks`). Give
+    :meth:`GravityFusionRetriever.from_index <gravity_llamaindex.GravityFusionRetriever.from_index>`
+    the same ``turns_per_node``. Pass each session's turns from its first one (e.g. the whole
+    history each time): the ids stay the same as a session grows.
+
+    The metadata is kept out of the embedding; the LLM sees ``session``, ``id`` and ``date`` above
+    the text.
+
+    Raises:
+        ConfigurationError: ``turns_per_node`` is not an integer of at least 1.
+        InputDataError: with several turns per node, an utterance id holds a comma.
     """
-    nodes: list[TextNode] = []
-    for utterance in utterances:
-        metadata = turn_metadata(utterance)
-        nodes.append(
-            TextNode(
-                id_=utterance.id,
-                text=turn_text(utterance),
-                metadata=metadata,
-                excluded_embed_metadata_keys=list(metadata),
-                excluded_llm_metadata_keys=["speaker"],
-            )
+    return [
+        TextNode(
+            id_=chunk.id,
+            text=chunk.text,
+            metadata=dict(chunk.metadata),
+            excluded_embed_metadata_keys=list(chunk.metadata),
+            excluded_llm_metadata_keys=[key for key in chunk.metadata if key not in _LLM_KEYS],
         )
-    return nodes
+        for chunk in turn_chunks(utterances, turns_per_node)
+    ]
+
+
+# The metadata the LLM sees above a node's text (the speakers are in the text already).
+_LLM_KEYS = ("session", "id", "date")

@@ -22,23 +22,13 @@ from gravity_core.context.provenance import SourceTurn
 from gravity_core.embeddings.framework import shares_vectors
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.question_date import as_question_date
-from gravity_core.serving.provenance import (
-    ProvenanceNotices,
-    afetch_sources,
-    fetch_sources,
-    source_turns_for,
-)
+from gravity_core.serving.provenance import ProvenanceNotices, source_turns_for
 from gravity_core.serving.search_plan import PlanSteps, SearchPlan, arun_plan, plan_searches, run_plan
+from gravity_core.serving.turn_documents import ChunkIds
 from gravity_core.serving.users import UserKBs
 from gravity_llamaindex.embeddings import GravityEmbedding, aembed_texts, embed_texts
 from gravity_llamaindex.fusion import explained_nodes, node_id
-from gravity_llamaindex.index_fetch import (
-    aget_index_nodes,
-    as_results,
-    get_index_nodes,
-    index_host_name,
-    node_turns,
-)
+from gravity_llamaindex.index_fetch import NodeIds, aindex_sources, index_sources
 from gravity_llamaindex.per_user import (
     UserFilters,
     UserRetriever,
@@ -106,13 +96,15 @@ class GravityFusionRetriever(BaseRetriever):
     A node holds the turn whose utterance id is its ``node_id`` (as
     :func:`~gravity_llamaindex.nodes_from_utterances` makes them), or the turns its metadata lists
     under ``"gravity_utterance_ids"`` (:data:`~gravity_core.serving.provenance.UTTERANCE_IDS_KEY`);
-    a node holding several is placed once. Nothing is fetched, and the log says why once per
-    retriever, for a retriever given without its index (LlamaIndex keeps a retriever's index
-    private), a store that cannot hand nodes back by id, ``users=`` or a ``from_index`` with
-    ``filters``, ``node_ids``, ``doc_ids`` or ``vector_store_kwargs`` (a fetch by id could not keep
-    to them); nodes indexed under other ids are warned about once. With the expansions of a
-    :class:`~gravity_llamaindex.GravityQueryTransform`, the sources come from the provider's
-    remembered answer (share the provider). ``dataclasses.replace(DEFAULT_POLICY,
+    a node holding several is placed once. Over an index of chunks of ``n`` turns made by
+    ``nodes_from_utterances(turns, turns_per_node=n)``, give ``from_index(..., turns_per_node=n)``
+    too, and the chunks holding the turns are fetched by their ids. Nothing is fetched, and the
+    log says why once per retriever, for a retriever given without its index (LlamaIndex keeps a
+    retriever's index private), a store that cannot hand nodes back by id, ``users=`` or a
+    ``from_index`` with ``filters``, ``node_ids``, ``doc_ids`` or ``vector_store_kwargs`` (a fetch
+    by id could not keep to them); nodes indexed under other ids are warned about once. With the
+    expansions of a :class:`~gravity_llamaindex.GravityQueryTransform`, the sources come from the
+    provider's remembered answer (share the provider). ``dataclasses.replace(DEFAULT_POLICY,
     source_every=0)`` turns it off.
 
     **Scores.** A returned node keeps the score the host's retriever gave it: a node in one of the
@@ -222,6 +214,7 @@ class GravityFusionRetriever(BaseRetriever):
         # Where the source turns are fetched from: set by from_index (an unfiltered index's retriever).
         self._source_index: BaseIndex[Any] | None = None
         self._filtered = False
+        self._chunk_ids = ChunkIds(1)
         self._notices = ProvenanceNotices(type(self).__name__)
 
     @classmethod
@@ -238,6 +231,7 @@ class GravityFusionRetriever(BaseRetriever):
         batch_embed: bool | None = None,
         policy: ContextPolicy = DEFAULT_POLICY,
         question_date: date | datetime | str | None = None,
+        turns_per_node: int = 1,
         **retriever_kwargs: Any,
     ) -> GravityFusionRetriever:
         """Wrap ``index.as_retriever(similarity_top_k=per_query_top_k, **retriever_kwargs)``.
@@ -260,8 +254,12 @@ class GravityFusionRetriever(BaseRetriever):
             batch_embed: as in the class docstring.
             policy: as in the class docstring.
             question_date: as in the class docstring.
+            turns_per_node: the ``turns_per_node`` the index's nodes were made with by
+                :func:`~gravity_llamaindex.messages.nodes_from_utterances` (default 1: a node per
+                turn); the source turns are then fetched as the nodes holding them.
             **retriever_kwargs: passed to ``as_retriever`` (``filters``, ``vector_store_query_mode``...).
         """
+        chunk_ids = ChunkIds(turns_per_node)
         per_query = per_query_top_k or similarity_top_k
         provider = as_provider(engine, users=users)
         restrict = checked_user_filters(provider.users is not None, user_filters)
@@ -279,6 +277,7 @@ class GravityFusionRetriever(BaseRetriever):
             policy=policy,
             question_date=question_date,
         )
+        made._chunk_ids = chunk_ids
         if restrict is None:
             made._source_index = index
             made._filtered = any(retriever_kwargs.get(name) for name in _RESTRICTING)
@@ -459,25 +458,15 @@ class GravityFusionRetriever(BaseRetriever):
         self, index: BaseIndex[Any] | None, turns: Sequence[SourceTurn]
     ) -> list[tuple[str, NodeWithScore]]:
         """The index's nodes holding ``turns``, each with the anchor that asked for it (none: no index)."""
-        if index is None:
-            return []
-        return fetch_sources(
-            self._notices,
-            index_host_name(index),
-            turns,
-            lambda ids: as_results(get_index_nodes(index, ids)),
-            node_turns,
-            node_id,
-        )
+        return [] if index is None else index_sources(self._notices, index, turns, self._node_ids())
 
     async def _afetched(
         self, index: BaseIndex[Any] | None, turns: Sequence[SourceTurn]
     ) -> list[tuple[str, NodeWithScore]]:
         """Async :meth:`_fetched`."""
-        if index is None:
-            return []
+        return [] if index is None else await aindex_sources(self._notices, index, turns, self._node_ids())
 
-        async def fetch(ids: list[str]) -> list[NodeWithScore]:
-            return as_results(await aget_index_nodes(index, ids))
-
-        return await afetch_sources(self._notices, index_host_name(index), turns, fetch, node_turns, node_id)
+    def _node_ids(self) -> NodeIds:
+        """The index's node ids of utterance ids (an index is fetched from only with one engine)."""
+        snapshot = self._provider.engine.snapshot
+        return lambda ids: self._chunk_ids.document_ids(snapshot, ids)

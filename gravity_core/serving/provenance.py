@@ -96,7 +96,8 @@ class ProvenanceNotices:
                 "%s: the host holds none of the turns GRAVITY fetched by id (e.g. %r). Index each "
                 "turn under its utterance id (the helpers that turn messages into documents or nodes "
                 "do), or list the ids a document holds in its metadata under %r, so that the "
-                "anchors' source turns can be added",
+                "anchors' source turns can be added; chunks made with turns_per_document=n "
+                "(turns_per_node=n) need the same number on the retriever",
                 self.owner,
                 turns[0].utterance_id,
                 UTTERANCE_IDS_KEY,
