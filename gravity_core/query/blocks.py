@@ -39,7 +39,7 @@ from gravity_core.schema import (
 from gravity_core.storage.packed_kb import KBReader
 from gravity_core.text.tokens import TokenCounter
 
-__all__ = ["BlockLimits", "RenderedAnchors", "format_blocks", "format_summaries"]
+__all__ = ["BlockLimits", "RenderedAnchors", "day_label", "format_blocks", "format_summaries", "inline_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,20 @@ def _text(value: str, max_chars: int, *, starts_line: bool = False) -> str:
 def _day(day: date | datetime) -> str:
     """'7 May 2023', the same style as ``TimeRef.label()``."""
     return f"{day.day} {day:%B %Y}"
+
+
+def inline_text(value: str, max_chars: int = BlockLimits.max_text_chars) -> str:
+    """``value`` escaped as the blocks escape conversation text placed after other text on a line.
+
+    One line, control characters and whitespace runs made one space, cut at ``max_chars`` with "…",
+    ``&``, ``<``, ``>`` escaped; for a caller that quotes KB text (or a user's) outside a block.
+    """
+    return _text(value, max_chars)
+
+
+def day_label(day: date | datetime) -> str:
+    """A day as the blocks write it: '7 May 2023'."""
+    return _day(day)
 
 
 def _label(name: str) -> str:
