@@ -25,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from langchain.tools import ToolRuntime
@@ -34,6 +34,7 @@ from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool, Tool
 
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.query.engine import GravityEngine
+from gravity_core.serving.agent_turns import context_value
 from gravity_core.serving.memory_tools import (
     DEFAULT_TOOL_BUDGET,
     TOOL_NAMES,
@@ -99,11 +100,7 @@ class _Memory:
             self._user_retriever = retriever
 
     def user_id(self, runtime: ToolRuntime | None) -> str:
-        context = None if runtime is None else runtime.context
-        if isinstance(context, Mapping):
-            user_id = context.get(USER_ID_KEY)
-        else:
-            user_id = getattr(context, USER_ID_KEY, None)
+        user_id = context_value(None if runtime is None else runtime.context, USER_ID_KEY)
         if user_id is None:
             raise ConfigurationError(_NO_USER)
         return check_user_id(user_id)

@@ -1,12 +1,14 @@
 """Fixtures of the LangChain integration tests: a KB of the sample conversation and its turns as documents.
 
 The KB is built once per session with the offline extractor and the hashing embedder (about 0.5 s);
-tests that need to count or slow down calls wrap these objects, never modify them.
+tests that need to count or slow down calls wrap these objects, never modify them. The recall tests
+share the KBs of the LoCoMo dev conversations (MiniLM), built once per session (about two minutes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,17 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from gravity_core.build import AnchorBuilder
 from gravity_core.context.policy import ContextPolicy
-from gravity_core.embeddings import HashingEmbedder
+from gravity_core.embeddings import HashingEmbedder, default_embedder
+from gravity_core.embeddings.base import Embedder
+from gravity_core.eval.datasets import EvalSample, load_locomo_eval
+from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.index import NumpyAnchorIndex
 from gravity_core.schema import Utterance
 from gravity_langchain import GravityEmbeddings
 
 SAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sample_conversation.jsonl"
+LOCOMO_DEV = Path(__file__).resolve().parents[4] / "shared" / "data" / "locomo" / "locomo_dev.json"
 #: A policy giving expansions places from the second result on, for tests of how they are searched
 #: (the shipped policy places them only after the question's first 25 hits).
 EARLY = ContextPolicy(lead=1, every=2)
@@ -31,6 +37,26 @@ EARLY = ContextPolicy(lead=1, every=2)
 #: expansion's first: every expansion is searched (with depth 1 the retriever stops searching
 #: once the expansions' places are filled), for tests of how each query is embedded and searched.
 EVERY_SEARCHED = ContextPolicy(lead=1, every=2, depth=2)
+
+
+@dataclass(frozen=True)
+class LocomoKBs:
+    """The LoCoMo dev conversations, each with its KB (offline extractor, MiniLM), and the embedder."""
+
+    embedder: Embedder
+    conversations: list[tuple[EvalSample, GravityEngine]]
+
+
+@pytest.fixture(scope="session")
+def locomo_dev_kbs(nlp: Any) -> LocomoKBs:
+    """Built once for the recall tests of the retriever and of the LangGraph store."""
+    embedder = default_embedder()
+    conversations = []
+    for sample in load_locomo_eval(LOCOMO_DEV):
+        builder = AnchorBuilder(OfflineExtractor(embedder, pipeline=nlp), embedder)
+        builder.add(sample.utterances)
+        conversations.append((sample, GravityEngine.from_builder(builder)))
+    return LocomoKBs(embedder, conversations)
 
 
 @pytest.fixture

@@ -9,22 +9,18 @@ Run with ``-s`` to see the figures.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from gravity_core.build import AnchorBuilder
-from gravity_core.embeddings import default_embedder
 from gravity_core.embeddings.base import Embedder
-from gravity_core.eval.datasets import EvalSample, load_locomo_eval
+from gravity_core.eval.datasets import EvalSample
 from gravity_core.eval.hosts import render_turn
 from gravity_core.eval.metrics import evidence_recall
-from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain import GravityEmbeddings, GravityRetriever
+from tests.integrations.langchain.conftest import LocomoKBs
 
-LOCOMO = Path(__file__).resolve().parents[4] / "shared" / "data" / "locomo" / "locomo_dev.json"
 KS = (5, 10)
 
 
@@ -33,12 +29,9 @@ def mean(values: list[float]) -> float:
 
 
 def conversation_recall(
-    data: EvalSample, embedder: Embedder
+    data: EvalSample, engine: GravityEngine, embedder: Embedder
 ) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
     """Per question, the plain store's and GRAVITY's evidence recall at each k."""
-    builder = AnchorBuilder(OfflineExtractor(embedder), embedder)
-    builder.add(data.utterances)
-    engine = GravityEngine.from_builder(builder)
     store = InMemoryVectorStore(GravityEmbeddings(embedder))
     store.add_documents([Document(page_content=render_turn(u), id=u.id) for u in data.utterances])
     retriever = GravityRetriever(engine=engine, vector_store=store)  # the README's defaults
@@ -55,12 +48,11 @@ def conversation_recall(
     return plain, ours
 
 
-def test_default_retriever_recall_beats_the_plain_stores() -> None:
-    embedder = default_embedder()
+def test_default_retriever_recall_beats_the_plain_stores(locomo_dev_kbs: LocomoKBs) -> None:
     plain: dict[int, list[float]] = {k: [] for k in KS}
     ours: dict[int, list[float]] = {k: [] for k in KS}
-    for data in load_locomo_eval(LOCOMO):
-        store_recall, gravity_recall = conversation_recall(data, embedder)
+    for data, engine in locomo_dev_kbs.conversations:
+        store_recall, gravity_recall = conversation_recall(data, engine, locomo_dev_kbs.embedder)
         figures = "  ".join(
             f"@{k}: store {mean(store_recall[k]):.3f} GRAVITY {mean(gravity_recall[k]):.3f}" for k in KS
         )

@@ -13,24 +13,20 @@ Run with ``-s`` to see the figures.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from langgraph.store.base import PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
 
-from gravity_core.build import AnchorBuilder
-from gravity_core.embeddings import default_embedder
 from gravity_core.embeddings.base import Embedder
-from gravity_core.eval.datasets import EvalSample, load_locomo_eval
+from gravity_core.eval.datasets import EvalSample
 from gravity_core.eval.hosts import render_turn
 from gravity_core.eval.metrics import evidence_recall
-from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.query.engine import GravityEngine
 from gravity_langchain.store import GravityStore
+from tests.integrations.langchain.conftest import LocomoKBs
 from tests.integrations.langchain.store_cases import index_config, keys
 
-LOCOMO = Path(__file__).resolve().parents[4] / "shared" / "data" / "locomo" / "locomo_dev.json"
 KS = (5, 10)
 
 Recall = dict[int, list[float]]
@@ -40,16 +36,14 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def conversation_recall(data: EvalSample, embedder: Embedder, nlp: Any) -> tuple[Recall, Recall]:
+def conversation_recall(data: EvalSample, engine: GravityEngine, embedder: Embedder) -> tuple[Recall, Recall]:
     """Per question, the plain store's and GravityStore's evidence recall at each limit."""
-    builder = AnchorBuilder(OfflineExtractor(embedder, pipeline=nlp), embedder)
-    builder.add(data.utterances)
     plain = InMemoryStore(index=index_config(embedder))
     namespace = ("locomo", data.id)
     plain.batch(
         [PutOp(namespace, u.id, {"text": render_turn(u), "session": u.session}) for u in data.utterances]
     )
-    store = GravityStore(plain, GravityEngine.from_builder(builder))
+    store = GravityStore(plain, engine)
     theirs: Recall = {k: [] for k in KS}
     ours: Recall = {k: [] for k in KS}
     for question in (q for q in data.questions if q.evidence):
@@ -65,12 +59,11 @@ def conversation_recall(data: EvalSample, embedder: Embedder, nlp: Any) -> tuple
     return theirs, ours
 
 
-def test_gravity_store_finds_at_least_the_evidence_the_store_finds(nlp: Any) -> None:
-    embedder = default_embedder()
+def test_gravity_store_finds_at_least_the_evidence_the_store_finds(locomo_dev_kbs: LocomoKBs) -> None:
     plain: Recall = {k: [] for k in KS}
     ours: Recall = {k: [] for k in KS}
-    for data in load_locomo_eval(LOCOMO):
-        store_recall, gravity_recall = conversation_recall(data, embedder, nlp)
+    for data, engine in locomo_dev_kbs.conversations:
+        store_recall, gravity_recall = conversation_recall(data, engine, locomo_dev_kbs.embedder)
         figures = "  ".join(
             f"@{k}: store {mean(store_recall[k]):.3f} GravityStore {mean(gravity_recall[k]):.3f}" for k in KS
         )
