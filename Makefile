@@ -50,8 +50,8 @@ docs-serve: $(BIN)/python
 
 lint: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/ruff check gravity_core gravity_langchain gravity_llamaindex tests
-	$(BIN)/mypy -p gravity_core -p gravity_langchain -p gravity_llamaindex
+	$(BIN)/ruff check gravity_core gravity_langchain gravity_llamaindex gravity_mcp tests
+	$(BIN)/mypy -p gravity_core -p gravity_langchain -p gravity_llamaindex -p gravity_mcp
 	$(BIN)/lint-imports
 
 clean:

@@ -1,7 +1,13 @@
-"""GRAVITY for LangChain: a drop-in retriever, an anchors runnable and prompt, and adapters.
+"""GRAVITY for LangChain: a drop-in retriever, an anchors runnable and prompt, adapters, and agents.
 
-Importing this package needs ``langchain-core``: ``pip install 'gravity-memory[langchain]'``.
+Importing this package needs ``langchain-core``: ``pip install 'gravity-memory[langchain]'``. The agent
+pieces (:class:`GravityMiddleware` for ``create_agent``, :class:`GravityStore` around a LangGraph store,
+:func:`gravity_tools`) also need ``langchain`` and ``langgraph`` (the same extra) and are imported on
+first use, so importing the package does not load them.
 """
+
+import importlib
+from typing import Any
 
 from gravity_core.errors import MissingDependencyError
 
@@ -35,6 +41,22 @@ from gravity_langchain.retrieval_call import ANCHORS_EVENT, anchors_event_data
 from gravity_langchain.retriever import GravityRetriever
 from gravity_langchain.sgmem import SGMemRetriever, chunk_document, memory_document
 
+_AGENT_PIECES = {
+    "GravityMiddleware": "gravity_langchain.middleware",
+    "GravitySearchItem": "gravity_langchain.store_items",
+    "GravityStore": "gravity_langchain.store",
+    "gravity_tools": "gravity_langchain.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The agent pieces, imported when first asked for (they load ``langchain`` and ``langgraph``)."""
+    module = _AGENT_PIECES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gravity_langchain' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "ANCHORS_EVENT",
     "DEFAULT_ROLES",
@@ -45,6 +67,9 @@ __all__ = [
     "BatchedSearch",
     "ChromaBatchedSearch",
     "GravityEmbeddings",
+    "GravityMiddleware",
+    "GravitySearchItem",
+    "GravityStore",
     "AnswerCache",
     "GravityRetriever",
     "LangChainChatModel",
@@ -62,6 +87,7 @@ __all__ = [
     "format_documents",
     "gravity_anchors_runnable",
     "gravity_prompt",
+    "gravity_tools",
     "memory_document",
     "openai_chat_model",
     "reciprocal_rank_fusion",

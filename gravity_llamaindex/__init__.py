@@ -8,6 +8,7 @@
 - :class:`GravityNodePostprocessor`: the anchor blocks as the first node of the synthesizer's context;
   :data:`GRAVITY_QA_TEMPLATE` / :func:`install_gravity_qa_template` for the template route.
 - :class:`GravityMemoryBlock`: the anchors in LlamaIndex ``Memory`` (chat engines, agents).
+- :func:`gravity_tools`: GRAVITY's memory as agent tools (search_memory, entity_profile, timeline, topic_arc).
 - Adapters: :class:`LlamaIndexChatModel`, :class:`LlamaIndexEmbedder`, :class:`GravityEmbedding`,
   :func:`utterances_from_chat_messages`, :func:`nodes_from_utterances`, :func:`build_kb_from_chat_messages`,
   :func:`forget_chat_messages`.
@@ -41,6 +42,7 @@ from gravity_llamaindex.provider import AnchorProvider
 from gravity_llamaindex.fusion import reciprocal_rank_fusion
 from gravity_llamaindex.retriever import GravityFusionRetriever
 from gravity_llamaindex.sgmem import SGMemRetriever, chunk_node, memory_node
+from gravity_llamaindex.tools import gravity_tools
 from gravity_llamaindex.transform import GravityQueryBundle, GravityQueryTransform
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "chunk_node",
     "forget_chat_messages",
     "gravity_qa_template",
+    "gravity_tools",
     "install_gravity_qa_template",
     "is_gravity_node",
     "memory_node",

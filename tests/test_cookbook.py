@@ -59,7 +59,7 @@ def test_every_recipe_is_listed_in_the_cookbook_readme_and_the_main_readme() -> 
     main_readme = (COOKBOOK.parent / "README.md").read_text(encoding="utf-8")
     helpers = {"fake_openai.py", "chroma_server.py"}
     recipes = sorted(p.name for p in COOKBOOK.glob("*.py") if p.name not in helpers)
-    assert len(recipes) == 9
+    assert len(recipes) == 12
     for recipe in recipes:
         assert f"({recipe})" in readme, f"{recipe} is not linked from cookbook/README.md"
         assert f"(cookbook/{recipe})" in main_readme, f"{recipe} is not linked from README.md's Cookbook"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable
+from importlib.metadata import EntryPoint, entry_points
 from typing import Annotated
 
 import typer
@@ -21,7 +23,12 @@ from gravity_core.cli import (
 from gravity_core.errors import GravityError
 from gravity_core.storage.os_errors import describe_os_error
 
-__all__ = ["CONTEXT_SETTINGS", "main", "make_app"]
+__all__ = ["COMMAND_ENTRY_POINTS", "CONTEXT_SETTINGS", "main", "make_app"]
+
+logger = logging.getLogger(__name__)
+
+#: Entry-point group of commands other packages add to ``gravity`` (e.g. ``gravity mcp``).
+COMMAND_ENTRY_POINTS = "gravity.commands"
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -49,8 +56,18 @@ def _root(
     """Build and query GRAVITY anchor knowledge bases."""
 
 
-def make_app() -> typer.Typer:
-    """A fresh Typer application with every command registered."""
+def make_app(*, plugins: Iterable[EntryPoint] | None = None) -> typer.Typer:
+    """A fresh Typer application with every command registered.
+
+    Besides its own commands, the app takes those of the ``gravity.commands`` entry points
+    (:data:`COMMAND_ENTRY_POINTS`), loaded now, not at import. An entry point names either a
+    ``typer.Typer`` (added as the sub-command of the entry point's name) or a callable that is
+    given the app and registers its commands (``register(app)``). One that fails to load, or whose
+    name is a built-in command's, is skipped with a warning: the other commands still work.
+
+    Args:
+        plugins: the entry points to load instead of the installed ones (``[]``: none).
+    """
     app = typer.Typer(
         name="gravity",
         help="Build and query GRAVITY anchor knowledge bases.",
@@ -69,13 +86,48 @@ def make_app() -> typer.Typer:
     app.command("show")(show_cmd.show)
     app.add_typer(eval_cmd.make_eval_app(), name="eval")
     app.add_typer(sgmem_cmd.make_sgmem_app(), name="sgmem")
+    found = entry_points(group=COMMAND_ENTRY_POINTS) if plugins is None else plugins
+    for plugin in found:
+        _add_plugin(app, plugin)
     return app
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``gravity`` script."""
+def _command_names(app: typer.Typer) -> set[str]:
+    names = {info.name for info in app.registered_commands if info.name}
+    return names | {info.name for info in app.registered_groups if info.name}
+
+
+def _add_plugin(app: typer.Typer, plugin: EntryPoint) -> None:
+    """Register the commands of one ``gravity.commands`` entry point, or warn why not."""
+    if plugin.name in _command_names(app):
+        logger.warning(
+            "command plugin %r (%s) skipped: 'gravity %s' is already a command",
+            plugin.name,
+            plugin.value,
+            plugin.name,
+        )
+        return
+    try:
+        loaded = plugin.load()
+        if isinstance(loaded, typer.Typer):
+            app.add_typer(loaded, name=plugin.name)
+        elif callable(loaded):
+            loaded(app)
+        else:
+            raise TypeError(f"{type(loaded).__name__} is neither a typer.Typer nor a callable")
+    except Exception as exc:  # a broken plugin must not take the built-in commands down with it
+        logger.warning("command plugin %r (%s) could not be loaded: %s", plugin.name, plugin.value, exc)
+
+
+def main(argv: list[str] | None = None, *, plugins: Iterable[EntryPoint] | None = None) -> None:
+    """Entry point of the ``gravity`` script.
+
+    Args:
+        argv: the arguments (default: the process's).
+        plugins: the command entry points to load instead of the installed ones (see :func:`make_app`).
+    """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    command = typer.main.get_command(make_app())
+    command = typer.main.get_command(make_app(plugins=plugins))
     try:
         result = command.main(args=argv, prog_name="gravity", standalone_mode=False)
     except typer.Exit as exc:

@@ -31,6 +31,7 @@ EXPECTED_ALL = {
     "as_gravity_embedder",
     "build_kb_from_chat_messages",
     "gravity_qa_template",
+    "gravity_tools",
     "install_gravity_qa_template",
     "is_gravity_node",
     "nodes_from_utterances",
