@@ -41,7 +41,6 @@ from gravity_core.serving.memory_tools import (
     TOOL_SPECS,
     MemoryTools,
     UserMemoryTools,
-    date_argument,
 )
 from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_langchain.per_user import USER_ID_KEY
@@ -172,15 +171,9 @@ def gravity_tools(
     memory = _Memory(engine, users, retriever, token_budget)
 
     def search_memory(query: str, question_date: str | None = None, runtime: Runtime = None) -> str:
-        def run() -> str:
-            tools = memory.tools(runtime)
-            asked = date_argument(question_date, "question_date")
-            documents = memory.documents(runtime)
-            if documents is None:
-                return tools.search(query, question_date=asked)
-            return tools.search_with_memories(query, documents, question_date=asked)
-
-        return _answer(run)
+        return _answer(
+            lambda: memory.tools(runtime).search_tool(query, question_date, memory.documents(runtime))
+        )
 
     def entity_profile(name: str, runtime: Runtime = None) -> str:
         return _answer(lambda: memory.tools(runtime).profile(name))
@@ -192,11 +185,7 @@ def gravity_tools(
         limit: int = 20,
         runtime: Runtime = None,
     ) -> str:
-        def run() -> str:
-            first, last = date_argument(start, "start"), date_argument(end, "end")
-            return memory.tools(runtime).timeline(person, first, last, limit=limit)
-
-        return _answer(run)
+        return _answer(lambda: memory.tools(runtime).timeline_tool(person, start, end, limit))
 
     def topic_arc(topic: str, runtime: Runtime = None) -> str:
         return _answer(lambda: memory.tools(runtime).topic_arc(topic))

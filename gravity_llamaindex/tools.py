@@ -36,7 +36,6 @@ from gravity_core.serving.memory_tools import (
     TOOL_SPECS,
     MemoryTools,
     UserMemoryTools,
-    date_argument,
 )
 from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_llamaindex.per_user import UserRetriever, checked_retriever, retriever_of_user
@@ -123,12 +122,7 @@ def gravity_tools(
     memory = _Memory(engine, users, user_id, retriever, token_budget)
 
     def search_memory(query: str, question_date: str | None = None) -> str:
-        tools = memory.tools()
-        asked = date_argument(question_date, "question_date")
-        documents = memory.documents()
-        if documents is None:
-            return tools.search(query, question_date=asked)
-        return tools.search_with_memories(query, documents, question_date=asked)
+        return memory.tools().search_tool(query, question_date, memory.documents())
 
     def entity_profile(name: str) -> str:
         return memory.tools().profile(name)
@@ -136,8 +130,7 @@ def gravity_tools(
     def timeline(
         person: str | None = None, start: str | None = None, end: str | None = None, limit: int = 20
     ) -> str:
-        first, last = date_argument(start, "start"), date_argument(end, "end")
-        return memory.tools().timeline(person, first, last, limit=limit)
+        return memory.tools().timeline_tool(person, start, end, limit)
 
     def topic_arc(topic: str) -> str:
         return memory.tools().topic_arc(topic)

@@ -371,6 +371,27 @@ class MemoryTools:
         text = "\n\n".join(part for part in (anchors, found) if part)
         return text or f"No memory matches {_quoted(question)}."
 
+    def search_tool(
+        self,
+        query: str,
+        question_date: object = None,
+        memories: Callable[[str], Sequence[str]] | None = None,
+    ) -> str:
+        """The ``search_memory`` tool: :meth:`search`, or :meth:`search_with_memories` given ``memories``.
+
+        The date comes as an agent sends it (:func:`date_argument`: ISO text).
+        """
+        asked = date_argument(question_date, "question_date")
+        if memories is None:
+            return self.search(query, question_date=asked)
+        return self.search_with_memories(query, memories, question_date=asked)
+
+    def timeline_tool(
+        self, person: str | None = None, start: object = None, end: object = None, limit: int = 20
+    ) -> str:
+        """The ``timeline`` tool: :meth:`timeline` with dates as an agent sends them (ISO text)."""
+        return self.timeline(person, date_argument(start, "start"), date_argument(end, "end"), limit=limit)
+
     def profile(self, name: str) -> str:
         """The profile of the entity whose name or alias is ``name`` (case-insensitive).
 
