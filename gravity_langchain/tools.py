@@ -40,7 +40,7 @@ from gravity_core.serving.memory_tools import (
     TOOL_NAMES,
     TOOL_SPECS,
     MemoryTools,
-    UserMemoryTools,
+    MemoryToolsSource,
 )
 from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_langchain.per_user import USER_ID_KEY
@@ -73,12 +73,7 @@ class _Memory:
         retriever: BaseRetriever | UserRetriever | None,
         token_budget: int,
     ) -> None:
-        if (engine is None) == (users is None):
-            raise ConfigurationError(
-                "gravity_tools needs exactly one of engine (one KB) or users= (a KB per user)"
-            )
-        self._one = None if engine is None else MemoryTools(engine, token_budget=token_budget)
-        self._users = None if users is None else UserMemoryTools(users, token_budget=token_budget)
+        self._source = MemoryToolsSource(engine, users, token_budget=token_budget)
         self._retriever: BaseRetriever | None = None
         self._user_retriever: UserRetriever | None = None
         if retriever is None:
@@ -105,10 +100,7 @@ class _Memory:
         return check_user_id(user_id)
 
     def tools(self, runtime: ToolRuntime | None) -> MemoryTools:
-        if self._one is not None:
-            return self._one
-        assert self._users is not None  # one of the two is set (__init__)
-        return self._users.for_user(self.user_id(runtime))
+        return self._source.tools(lambda: self.user_id(runtime))
 
     def documents(self, runtime: ToolRuntime | None) -> Callable[[str], list[str]] | None:
         """The host's search of the call, query -> texts (``None`` without a retriever)."""

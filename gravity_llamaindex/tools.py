@@ -35,7 +35,7 @@ from gravity_core.serving.memory_tools import (
     TOOL_NAMES,
     TOOL_SPECS,
     MemoryTools,
-    UserMemoryTools,
+    MemoryToolsSource,
 )
 from gravity_core.serving.users import UserKBs, check_user_id
 from gravity_llamaindex.per_user import UserRetriever, checked_retriever, retriever_of_user
@@ -54,10 +54,7 @@ class _Memory:
         retriever: BaseRetriever | UserRetriever | None,
         token_budget: int,
     ) -> None:
-        if (engine is None) == (users is None):
-            raise ConfigurationError(
-                "gravity_tools needs exactly one of engine (one KB) or users= (a KB per user)"
-            )
+        self._source = MemoryToolsSource(engine, users, token_budget=token_budget)
         if users is not None and user_id is None:
             raise ConfigurationError(
                 "with users=, name the user whose memory the tools read: "
@@ -66,18 +63,13 @@ class _Memory:
         if users is None and user_id is not None:
             raise ConfigurationError("user_id names a user of users=; an engine serves one KB")
         self._user_id = None if user_id is None else check_user_id(user_id)
-        self._one = None if engine is None else MemoryTools(engine, token_budget=token_budget)
-        self._users = None if users is None else UserMemoryTools(users, token_budget=token_budget)
         self._retriever: BaseRetriever | None = None
         self._user_retriever: UserRetriever | None = None
         if retriever is not None:
             self._retriever, self._user_retriever = checked_retriever(users is not None, retriever)
 
     def tools(self) -> MemoryTools:
-        if self._one is not None:
-            return self._one
-        assert self._users is not None  # one of the two is set (__init__)
-        return self._users.for_user(self._user_id)
+        return self._source.tools(lambda: self._user_id)
 
     def documents(self) -> Callable[[str], list[str]] | None:
         """The host's search, query -> texts (``None`` without a retriever)."""

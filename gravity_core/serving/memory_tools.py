@@ -48,6 +48,7 @@ __all__ = [
     "TOOL_SPECS",
     "EntityProfileArguments",
     "MemoryTools",
+    "MemoryToolsSource",
     "SearchMemoryArguments",
     "TimelineArguments",
     "ToolSpec",
@@ -681,3 +682,33 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 
 TOOL_NAMES: tuple[str, ...] = tuple(spec.name for spec in TOOL_SPECS)
 """``search_memory``, ``entity_profile``, ``timeline``, ``topic_arc``."""
+
+
+class MemoryToolsSource:
+    """The tools the wrappers answer with: one engine's, or each user's of a :class:`UserKBs`.
+
+    Args:
+        engine: the one KB's engine (not together with ``users``).
+        users: the users' KBs.
+        token_budget: as :class:`MemoryTools`.
+
+    Raises:
+        ConfigurationError: both or neither of ``engine`` and ``users``.
+    """
+
+    def __init__(
+        self, engine: GravityEngine | None, users: UserKBs | None, *, token_budget: int = DEFAULT_TOOL_BUDGET
+    ) -> None:
+        if (engine is None) == (users is None):
+            raise ConfigurationError(
+                "gravity_tools needs exactly one of engine (one KB) or users= (a KB per user)"
+            )
+        self._one = None if engine is None else MemoryTools(engine, token_budget=token_budget)
+        self._users = None if users is None else UserMemoryTools(users, token_budget=token_budget)
+
+    def tools(self, user_id: Callable[[], object]) -> MemoryTools:
+        """The one engine's tools, or those of the user ``user_id()`` names (asked only with ``users``)."""
+        if self._one is not None:
+            return self._one
+        assert self._users is not None  # one of the two is set (__init__)
+        return self._users.for_user(user_id())
