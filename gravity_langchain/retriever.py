@@ -94,7 +94,7 @@ class GravityRetriever(BaseRetriever):
     retriever, the queries go through ``retriever.batch`` (``ainvoke`` concurrently).
 
     **Source turns.** Every GRAVITY anchor knows the turns it came from. The shipped policy fetches
-    those of the selected event and entity anchors (up to four per anchor) by id. A document holds
+    those of the selected anchors (the surest first, up to eight per anchor) by id. A document holds
     the turn whose utterance id is its id, or the turns its metadata lists under
     ``"gravity_utterance_ids"``; over a store of chunks of ``n`` turns made by
     ``documents_from_utterances(turns, turns_per_document=n)``, give ``turns_per_document=n`` too,

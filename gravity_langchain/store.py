@@ -35,7 +35,7 @@ class GravityStore(BaseStore):
     ``get``, ``put`` (``index``, ``ttl`` and deletes included), ``list_namespaces`` and searches
     without a ``query`` go to the wrapped store unchanged, and so does every search GRAVITY has
     nothing to add to. For a search with a query, the engine selects anchors for the query (no
-    model call) and the turns the selected event and entity anchors come from are fetched from
+    model call) and the turns the selected anchors come from are fetched from
     the wrapped store by key; the store's own hits and those turns are merged by the
     :class:`~gravity_core.context.policy.ContextPolicy` as in
     :class:`~gravity_langchain.retriever.GravityRetriever` (the store's first two hits first,

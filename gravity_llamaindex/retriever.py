@@ -87,8 +87,8 @@ class GravityFusionRetriever(BaseRetriever):
        embedder's text).
 
     **Retrieval by provenance.** Every GRAVITY anchor knows the turns it came from. With the
-    shipped policy, the source turns of the selected event and entity anchors (up to four per
-    anchor) are fetched from the host's index by id and placed after the question's first two
+    shipped policy, the source turns of the selected anchors (the surest first, up to eight
+    per anchor) are fetched from the host's index by id and placed after the question's first two
     hits, at every second place, before any expansion. Built with :meth:`from_index`, the nodes
     are read with the public API: the vector store's ``get_nodes(node_ids=...)`` when it keeps
     the text (Chroma), else the index's docstore ``get_nodes(ids, raise_error=False)``

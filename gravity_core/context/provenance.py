@@ -44,6 +44,15 @@ class SourcedAnchor(Protocol):
         """The anchor's sources, the most telling first."""
         ...
 
+    @property
+    def score(self) -> float:
+        """The anchor's score for the question."""
+        ...
+
+    def fit(self, position: int) -> float:
+        """How surely the source at ``position`` is about the question, in ``[0, 1]``."""
+        ...
+
 
 @dataclass(frozen=True)
 class SourceTurn:

@@ -38,12 +38,20 @@ class AnchorSources:
             those about what the question asks (:class:`~gravity_core.query.provenance.SourceRanker`).
             Each id once.
         score: the anchor's score for the question (as :attr:`ScoredAnchor.score`).
+        fits: per utterance id, how surely it is about the question, in ``[0, 1]``: 1 for an
+            event's (it reported the event), the share of the question's keywords it holds for a
+            profile's or a topic's; empty: 1 for each.
     """
 
     kind: AnchorKind
     anchor_id: str
     utterance_ids: tuple[str, ...]
     score: float = 0.0
+    fits: tuple[float, ...] = ()
+
+    def fit(self, position: int) -> float:
+        """How surely the source at ``position`` in :attr:`utterance_ids` is about the question."""
+        return self.fits[position] if position < len(self.fits) else 1.0
 
     @property
     def label(self) -> str:

@@ -16,22 +16,25 @@ EVENT, ENTITY, TOPIC = AnchorKind.EVENT, AnchorKind.ENTITY, AnchorKind.TOPIC
 
 def sources() -> list[AnchorSources]:
     return [
-        AnchorSources(ENTITY, "p1", ("u1", "u2")),
-        AnchorSources(EVENT, "e1", ("u3", "u4", "u5")),
-        AnchorSources(TOPIC, "t1", ("u6",)),
-        AnchorSources(EVENT, "e2", ("u4", "u7")),
+        AnchorSources(ENTITY, "p1", ("u1", "u2"), 0.5, (1.0, 0.4)),
+        AnchorSources(EVENT, "e1", ("u3", "u4", "u5"), 0.7),  # no fits: each 1
+        AnchorSources(TOPIC, "t1", ("u6",), 0.9, (0.5,)),
+        AnchorSources(EVENT, "e2", ("u4", "u7"), 0.5, (1.0, 0.6)),
     ]
 
 
-def test_source_turns_go_kind_by_kind_capped_per_anchor_each_utterance_once() -> None:
+def test_source_turns_go_surest_first_capped_per_anchor_each_utterance_once() -> None:
     policy = ContextPolicy(source_kinds=(EVENT, ENTITY), sources_per_anchor=2)
+    # score x fit: u3 0.7, u4 0.7 (e1), u1 0.5, u4 0.5 (e2), u7 0.3, u2 0.2; t1 is not fetched
     assert policy.source_turns(sources()) == [
         SourceTurn("u3", "event:e1"),
         SourceTurn("u4", "event:e1"),
-        SourceTurn("u7", "event:e2"),  # u4 was e1's already
-        SourceTurn("u1", "entity:p1"),
+        SourceTurn("u1", "entity:p1"),  # as sure as e2's u4, selected before it
+        SourceTurn("u7", "event:e2"),  # u4 came with e1 already
         SourceTurn("u2", "entity:p1"),
     ]
+    every_kind = [t.utterance_id for t in ContextPolicy(sources_per_anchor=1).source_turns(sources())]
+    assert every_kind == ["u3", "u1", "u4", "u6"]  # t1's u6: 0.9 x 0.5
     assert ContextPolicy(sources_per_anchor=0).source_turns(sources()) == []
     assert ContextPolicy(source_every=0).source_turns(sources()) == []
     assert [t.utterance_id for t in ContextPolicy(source_kinds=(TOPIC,)).source_turns(sources())] == ["u6"]

@@ -7,9 +7,17 @@ from datetime import UTC, datetime
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.matching.keywords import Stemmer
-from gravity_core.query.provenance import SourceRanker
+from gravity_core.query.provenance import EVENT_SOURCE_CREDIT, SourceRanker
 from gravity_core.query.types import ScoredAnchor
-from gravity_core.schema import AnchorKind, EntityAnchor, Fact, KnowledgeBase, TopicAnchor, Utterance
+from gravity_core.schema import (
+    AnchorKind,
+    EntityAnchor,
+    EventAnchor,
+    Fact,
+    KnowledgeBase,
+    TopicAnchor,
+    Utterance,
+)
 
 
 def test_a_query_lists_the_sources_of_every_selected_anchor(sample_kb: AnchorBuilder) -> None:
@@ -69,4 +77,35 @@ def test_an_entity_lists_its_mentions_about_the_question_most_shared_keywords_fi
         ("entity:p1", ("u2", "u5", "u3")),
         ("topic:t1", ("u5",)),
     ]
+    # Each source's fit is the share of the question's keywords (the names aside) it holds.
+    asked = focus - frozenset(stemmer.stems("Maya"))
+    for source in found:
+        for position, uid in enumerate(source.utterance_ids):
+            held = asked & frozenset(stemmer.stems(kb.utterances[uid].text))
+            assert source.fit(position) == len(held) / len(asked)
+    assert found[0].fit(0) > found[0].fit(2) > 0
     assert ranker.sources(chosen, frozenset())[0].utterance_ids == ()
+
+
+def test_an_events_sources_are_half_sure_before_their_words_are_read() -> None:
+    at = datetime(2023, 5, 1, tzinfo=UTC)
+    turns = [
+        Utterance(
+            id="u1", speaker="Maya", text="I got a new job at the hospital!", session="s1", timestamp=at
+        ),
+        Utterance(id="u2", speaker="Maya", text="It starts on Monday.", session="s1", timestamp=at),
+    ]
+    event = EventAnchor(
+        id="e1",
+        who=["Maya"],
+        what="started a job at the hospital",
+        said_at=at,
+        session="s1",
+        sources=["u1", "u2"],
+    )
+    kb = KnowledgeBase(utterances={u.id: u for u in turns}, events={"e1": event})
+    focus = frozenset(Stemmer().stems("Where does Maya have a new job?"))
+    (found,) = SourceRanker(kb).sources([ScoredAnchor(AnchorKind.EVENT, "e1", 0.6)], focus)
+    assert found.utterance_ids == ("u1", "u2")  # an event's sources keep their order
+    # u1 holds every keyword of the question but the name Maya; u2 none of them.
+    assert (found.fit(0), found.fit(1)) == (1.0, EVENT_SOURCE_CREDIT)

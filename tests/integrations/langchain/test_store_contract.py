@@ -345,15 +345,18 @@ async def test_gravity_adds_the_anchors_source_turns_saying_why(
     context = store.anchors(question, CHAT)
     assert context is not None
     sources = {s.label: set(s.utterance_ids) for s in context.sources}
+    found = {item.key: item.score for item in plain}
+    assert any(item.key not in found for item in added), "provenance should add a turn the search missed"
     for item in added:
-        assert item.key not in keys(plain) and item.score is None
+        assert item.score == found.get(item.key)  # the store's score when its search found it too
         stored = turns.get(CHAT, item.key)
         assert stored is not None and item.value == stored.value and item.namespace == CHAT
         anchor = item.gravity["gravity_found_by"][-1]  # type: ignore[index]
         assert anchor["query"] == "provenance" and item.key in sources[anchor["text"]]
     # The store's own hits keep their order and scores.
     own = [item for item in ours if item.gravity["gravity_slot"] == "question"]  # type: ignore[attr-defined]
-    assert rows(own) == rows(plain)[: len(own)]
+    taken = set(keys(added))
+    assert rows(own) == [row for row in rows(plain) if row[1] not in taken][: len(own)]
     assert keys(ours)[:2] == keys(plain)[:2]  # the policy's lead
     assert item.dict()["gravity"] == item.gravity
 
