@@ -113,13 +113,11 @@ class SourceRanker:
         """
         if not focus:
             return []
-        scored: list[tuple[int, int, str]] = []
-        for position, utterance_id in enumerate(dict.fromkeys(utterance_ids)):
-            shared = len(focus & self._utterance_stems(utterance_id))
-            if shared:
-                scored.append((-shared, position, utterance_id))
-        scored.sort()
-        return [(utterance_id, -negative / len(focus)) for negative, _, utterance_id in scored]
+        shares = (
+            (self._share(u, focus), position, u) for position, u in enumerate(dict.fromkeys(utterance_ids))
+        )
+        held = sorted((-share, position, u) for share, position, u in shares if share > 0)
+        return [(utterance_id, -negative) for negative, _, utterance_id in held]
 
     def _share(self, utterance_id: str, focus: frozenset[str]) -> float:
         """The share of ``focus`` the utterance holds (1 when there is no focus to hold)."""

@@ -38,9 +38,8 @@ class AnchorSources:
             those about what the question asks (:class:`~gravity_core.query.provenance.SourceRanker`).
             Each id once.
         score: the anchor's score for the question (as :attr:`ScoredAnchor.score`).
-        fits: per utterance id, how surely it is about the question, in ``[0, 1]``: 1 for an
-            event's (it reported the event), the share of the question's keywords it holds for a
-            profile's or a topic's; empty: 1 for each.
+        fits: per utterance id, how surely it is about the question, in ``[0, 1]``
+            (:class:`~gravity_core.query.provenance.SourceRanker` says how); empty: 1 for each.
     """
 
     kind: AnchorKind
