@@ -13,10 +13,16 @@ keywords first, earlier first among equals (``gravity eval locomo``, dev split: 
 their own order lowered evidence recall at 800 tokens, ranked this way they raise it the most;
 docs/design/provenance.md).
 
+A profile or a topic that rests on few utterances (at most :data:`SPECIFIC_ANCHOR_SOURCES`: a
+relative, a pet, a trip, as opposed to the speakers themselves, who are the source of hundreds) is
+specific enough that any of its sources may hold the answer in other words than the question's:
+all of them are fetched, those without a keyword of the question after those with one.
+
 Each source also says how surely it is about the question (its *fit*, in ``[0, 1]``), so the
 policy can fetch the surest turns of all the anchors first: for a profile or a topic, the share of
-the question's keywords the utterance holds; for an event, half of it plus
-:data:`EVENT_SOURCE_CREDIT`, since the utterance reported the event the question matched.
+the question's keywords the utterance holds (at least :data:`SPECIFIC_SOURCE_FIT` for a specific
+anchor's); for an event, half of it plus :data:`EVENT_SOURCE_CREDIT`, since the utterance reported
+the event the question matched.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from gravity_core.query.types import AnchorSources, ScoredAnchor
 from gravity_core.schema import AnchorKind
 from gravity_core.storage.packed_kb import KBReader
 
-__all__ = ["EVENT_SOURCE_CREDIT", "SourceRanker"]
+__all__ = ["EVENT_SOURCE_CREDIT", "SPECIFIC_ANCHOR_SOURCES", "SPECIFIC_SOURCE_FIT", "SourceRanker"]
 
 _STEMS_MEMO = 65536
 
@@ -41,6 +47,22 @@ any profile's or topic's turn of an anchor scored as high) the LangChain retriev
 lower on the LoCoMo dev conversations (0.488 / 0.463 / 0.530 / 0.403 / 0.542 against 0.531 / 0.539 /
 0.558 / 0.444 / 0.569); with 0 LongMemEval's evidence recall at 1,500 tokens fell (vector host 0.826,
 BM25 0.824, against 0.857 and 0.847); docs/design/provenance.md.
+"""
+
+SPECIFIC_ANCHOR_SOURCES = 30
+"""A profile or topic resting on at most this many utterances has all of them fetched.
+
+On the LoCoMo dev KBs (offline extractor) the speakers' profiles rest on 180 to 345 utterances,
+the other people's on 1 to 20, topics on 3 to 108. Fetching a specific anchor's sources that share
+no keyword with the question raised evidence recall at 1,500 and 3,000 tokens on every host (BM25
+0.742 / 0.796 to 0.761 / 0.819), with 15, 30 or 60 alike; docs/design/provenance.md.
+"""
+
+SPECIFIC_SOURCE_FIT = 0.2
+"""The least fit of a specific anchor's source: as sure as a turn holding a fifth of the keywords.
+
+0.1 to 0.3 measured alike; 0.5 put them before turns the question's words point to and lowered
+evidence recall at 800 tokens (SGMem host 0.748 to 0.737).
 """
 
 
@@ -107,17 +129,19 @@ class SourceRanker:
         return found
 
     def _about(self, utterance_ids: Sequence[str], focus: frozenset[str]) -> list[tuple[str, float]]:
-        """The utterances sharing a keyword with ``focus``, most shared first, then in their order.
+        """The utterances about ``focus``, each with its fit, most shared keywords first, then in their order.
 
-        Each with the share of ``focus`` it holds.
+        Those sharing a keyword with ``focus``, with the share they hold; when there are at most
+        :data:`SPECIFIC_ANCHOR_SOURCES` utterances, all of them, each fit at least
+        :data:`SPECIFIC_SOURCE_FIT`.
         """
         if not focus:
             return []
-        shares = (
-            (self._share(u, focus), position, u) for position, u in enumerate(dict.fromkeys(utterance_ids))
-        )
-        held = sorted((-share, position, u) for share, position, u in shares if share > 0)
-        return [(utterance_id, -negative) for negative, _, utterance_id in held]
+        unique = list(dict.fromkeys(utterance_ids))
+        least = SPECIFIC_SOURCE_FIT if len(unique) <= SPECIFIC_ANCHOR_SOURCES else 0.0
+        shares = ((self._share(u, focus), position, u) for position, u in enumerate(unique))
+        held = sorted((-share, position, u) for share, position, u in shares if share > 0 or least)
+        return [(utterance_id, max(-negative, least)) for negative, _, utterance_id in held]
 
     def _share(self, utterance_id: str, focus: frozenset[str]) -> float:
         """The share of ``focus`` the utterance holds (1 when there is no focus to hold)."""

@@ -7,7 +7,12 @@ from datetime import UTC, datetime
 from gravity_core.build.builder import AnchorBuilder
 from gravity_core.query.engine import GravityEngine
 from gravity_core.query.matching.keywords import Stemmer
-from gravity_core.query.provenance import EVENT_SOURCE_CREDIT, SourceRanker
+from gravity_core.query.provenance import (
+    EVENT_SOURCE_CREDIT,
+    SPECIFIC_ANCHOR_SOURCES,
+    SPECIFIC_SOURCE_FIT,
+    SourceRanker,
+)
 from gravity_core.query.types import ScoredAnchor
 from gravity_core.schema import (
     AnchorKind,
@@ -52,8 +57,15 @@ def test_an_entity_lists_its_mentions_about_the_question_most_shared_keywords_fi
         said("u4", "Maya went hiking."),
         said("u5", "The new hospital job pays well, Maya says."),
     ]
+    # Maya speaks often: her profile rests on more utterances than a specific anchor does.
+    chatter = [said(f"c{n}", "Maya says hello.") for n in range(SPECIFIC_ANCHOR_SOURCES)]
+    turns += chatter
     entity = EntityAnchor(
-        id="p1", name="Maya", first_seen=at, last_seen=at, sources=["u1", "u2", "u3", "u4", "u5"]
+        id="p1",
+        name="Maya",
+        first_seen=at,
+        last_seen=at,
+        sources=["u1", "u2", "u3", "u4", "u5", *(u.id for u in chatter)],
     )
     topic = TopicAnchor(
         id="t1",
@@ -72,19 +84,50 @@ def test_an_entity_lists_its_mentions_about_the_question_most_shared_keywords_fi
     focus = frozenset(stemmer.stems("Where is Maya's new hospital job?"))
     found = ranker.sources(chosen, focus)
     # 'Maya' is the entity's own name (and the topic's participant): it does not make a mention
-    # about the question. u2 and u5 share 'hospital' and 'job', u3 only 'hospital'; u1, u4 nothing.
+    # about the question. u2 and u5 share 'hospital' and 'job', u3 only 'hospital'; u1, u4 and the
+    # chatter nothing. The topic rests on three utterances: all of them, u5 first.
     assert [(s.label, s.utterance_ids) for s in found] == [
         ("entity:p1", ("u2", "u5", "u3")),
-        ("topic:t1", ("u5",)),
+        ("topic:t1", ("u5", "u4", "u1")),
     ]
-    # Each source's fit is the share of the question's keywords (the names aside) it holds.
+    # Each source's fit is the share of the question's keywords (the names aside) it holds; a
+    # specific anchor's is never below SPECIFIC_SOURCE_FIT.
     asked = focus - frozenset(stemmer.stems("Maya"))
     for source in found:
+        least = SPECIFIC_SOURCE_FIT if source.kind is AnchorKind.TOPIC else 0.0
         for position, uid in enumerate(source.utterance_ids):
             held = asked & frozenset(stemmer.stems(kb.utterances[uid].text))
-            assert source.fit(position) == len(held) / len(asked)
+            assert source.fit(position) == max(len(held) / len(asked), least)
     assert found[0].fit(0) > found[0].fit(2) > 0
+    assert found[1].fit(0) > found[1].fit(1) == found[1].fit(2) == SPECIFIC_SOURCE_FIT
     assert ranker.sources(chosen, frozenset())[0].utterance_ids == ()
+
+
+def test_a_specific_profile_brings_every_source_and_a_broad_one_only_those_about_the_question() -> None:
+    at = datetime(2023, 5, 1, tzinfo=UTC)
+    turns = [
+        Utterance(id=f"u{n}", speaker="Maya", text=text, session="s1", timestamp=at)
+        for n, text in enumerate(
+            ["My sister Lea adopted a puppy.", "Lea works nights.", "Lea ran a marathon."]
+        )
+    ]
+    turns += [
+        Utterance(id=f"c{n}", speaker="Maya", text="Lea called.", session="s1", timestamp=at)
+        for n in range(SPECIFIC_ANCHOR_SOURCES - len(turns) + 1)
+    ]
+
+    def lea(sources: list[str]) -> KnowledgeBase:
+        entity = EntityAnchor(id="p2", name="Lea", first_seen=at, last_seen=at, sources=sources)
+        return KnowledgeBase(utterances={u.id: u for u in turns}, entities={"p2": entity})
+
+    focus = frozenset(Stemmer().stems("What pet does Lea have?"))  # 'pet' is in none of them
+    chosen = [ScoredAnchor(AnchorKind.ENTITY, "p2", 0.7)]
+    specific = [u.id for u in turns[:SPECIFIC_ANCHOR_SOURCES]]
+    (found,) = SourceRanker(lea(specific)).sources(chosen, focus)
+    assert found.utterance_ids == tuple(specific)  # the puppy is among them, in other words
+    assert {found.fit(n) for n in range(len(specific))} == {SPECIFIC_SOURCE_FIT}
+    (broad,) = SourceRanker(lea([u.id for u in turns])).sources(chosen, focus)
+    assert broad.utterance_ids == ()
 
 
 def test_an_events_sources_are_half_sure_before_their_words_are_read() -> None:
