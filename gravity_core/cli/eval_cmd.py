@@ -96,6 +96,14 @@ HostReserve = Annotated[
 MinAnchorTokens = Annotated[
     int, typer.Option(min=0, metavar="N", help="A smaller anchor share than this gives the anchors nothing.")
 ]
+MaxAnchorTokens = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        metavar="N",
+        help="GRAVITY's injection takes at most this many tokens (0: no cap but the preset's).",
+    ),
+]
 ExpansionLead = Annotated[
     int, typer.Option(min=0, metavar="N", help="The question's own hits that always come first.")
 ]
@@ -138,11 +146,12 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 def _policy(
     share: float,
     reserve: int,
-    least: int,
+    anchor_tokens: tuple[int, int],
     expansions: tuple[int, int, int],
     sources: tuple[str, int, int, int],
 ) -> ContextPolicy:
     lead, every, depth = expansions
+    least, most = anchor_tokens
     kinds, per_anchor, source_lead, source_every = sources
     try:
         source_kinds = tuple(AnchorKind(kind) for kind in _split(kinds))
@@ -156,6 +165,7 @@ def _policy(
         anchor_share=share,
         host_reserve=reserve,
         min_anchor_tokens=least,
+        max_anchor_tokens=most or None,
         source_kinds=source_kinds,
         sources_per_anchor=per_anchor,
         source_lead=source_lead,
@@ -348,6 +358,7 @@ def locomo(
     anchor_share: AnchorShare = _DEFAULTS.policy.anchor_share,
     host_reserve: HostReserve = _DEFAULTS.policy.host_reserve,
     min_anchor_tokens: MinAnchorTokens = _DEFAULTS.policy.min_anchor_tokens,
+    max_anchor_tokens: MaxAnchorTokens = _DEFAULTS.policy.max_anchor_tokens or 0,
     expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
     expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
     expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
@@ -379,7 +390,7 @@ def locomo(
         policy=_policy(
             anchor_share,
             host_reserve,
-            min_anchor_tokens,
+            (min_anchor_tokens, max_anchor_tokens),
             (expansion_lead, expansion_every, expansion_depth),
             (source_kinds, sources_per_anchor, source_lead, source_every),
         ),
@@ -411,6 +422,7 @@ def longmemeval(
     anchor_share: AnchorShare = _DEFAULTS.policy.anchor_share,
     host_reserve: HostReserve = _DEFAULTS.policy.host_reserve,
     min_anchor_tokens: MinAnchorTokens = _DEFAULTS.policy.min_anchor_tokens,
+    max_anchor_tokens: MaxAnchorTokens = _DEFAULTS.policy.max_anchor_tokens or 0,
     expansion_lead: ExpansionLead = _DEFAULTS.policy.lead,
     expansion_every: ExpansionEvery = _DEFAULTS.policy.every,
     expansion_depth: ExpansionDepth = _DEFAULTS.policy.depth,
@@ -442,7 +454,7 @@ def longmemeval(
         policy=_policy(
             anchor_share,
             host_reserve,
-            min_anchor_tokens,
+            (min_anchor_tokens, max_anchor_tokens),
             (expansion_lead, expansion_every, expansion_depth),
             (source_kinds, sources_per_anchor, source_lead, source_every),
         ),

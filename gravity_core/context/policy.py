@@ -29,9 +29,10 @@ topic resting on few utterances brings all of them, raised it at 3,000 tokens (v
 0.829, SGMem 0.842 -> 0.851, BM25 0.819 -> 0.823) and left it within 0.003 at 800 and 1,500.
 
 **Sharing a budget.** The anchors take ``anchor_share`` of what a total budget has beyond
-``host_reserve`` tokens, and nothing when that is below ``min_anchor_tokens``, so a small budget
-stays the host's memories and the anchors' part grows with the budget (800 -> 0, 1,500 -> 275,
-3,000 -> 650 tokens with the defaults; the query settings' ``token_budget`` caps it).
+``host_reserve`` tokens, at most ``max_anchor_tokens``, and nothing when that is below
+``min_anchor_tokens``, so a small budget stays the host's memories and the anchors' part grows with
+the budget up to the cap (800 -> 0, 1,500 -> 275, 3,000 -> 300 tokens with the defaults; the query
+settings' ``token_budget`` caps it too).
 
 **Why these defaults** (``gravity eval locomo`` on the dev split, 762 questions, vector host,
 offline extractor, MiniLM; docs/design/context-policy.md): with expansions placed early (``lead`` 1-5)
@@ -47,7 +48,12 @@ were never placed (``lead`` 25). So ``every`` is 0: the shipped path neither emb
 the expansions (the engine still makes them, a few string joins, for
 ``GravityQueryTransform`` and for :data:`EXPANDING_POLICY`, the paper's query expansion).
 Anchor text beyond about 170 tokens at 1,500 adds no answer coverage (0.600-0.606 for 167 to 441
-tokens) and costs host turns, so the share stays small.
+tokens) and costs host turns, so the share stays small. Since the source turns come by provenance,
+text beyond 300 tokens adds none at 3,000 either: capped at 300 rather than the share's 650,
+answer coverage at 3,000 stays (vector 0.706 -> 0.710, SGMem 0.715 -> 0.713, BM25 0.701 -> 0.702;
+LongMemEval-S dev unchanged) and evidence recall rises (LoCoMo vector 0.829 -> 0.844, SGMem 0.851
+-> 0.861, BM25 0.823 -> 0.830; LongMemEval vector 0.889 -> 0.910, SGMem 0.932 -> 0.906, BM25 0.907
+-> 0.903: a long turn the host ranked high fits the larger room and displaces shorter ones).
 """
 
 from __future__ import annotations
@@ -136,6 +142,8 @@ class ContextPolicy:
         min_anchor_tokens: a smaller share than this gives the anchors nothing: the instruction
             and block tags leave it room for one or two items, worth less than the host's turns
             they would displace.
+        max_anchor_tokens: the anchors' part of any budget at most (``None``: no cap but the
+            query settings').
         source_kinds: the kinds of anchor whose sources are fetched.
         sources_per_anchor: source turns fetched per anchor at most (0: no retrieval by provenance).
         source_lead: the question's hits that come before any fetched source turn.
@@ -150,6 +158,7 @@ class ContextPolicy:
     anchor_share: float = 0.25
     host_reserve: int = 400
     min_anchor_tokens: int = 150
+    max_anchor_tokens: int | None = 300
     source_kinds: tuple[AnchorKind, ...] = (AnchorKind.EVENT, AnchorKind.ENTITY, AnchorKind.TOPIC)
     sources_per_anchor: int = 12
     source_lead: int = 2
@@ -171,6 +180,8 @@ class ContextPolicy:
                 "ContextPolicy needs 0 <= anchor_share < 1, host_reserve >= 0 and min_anchor_tokens >= 0;"
                 f" got {self}"
             )
+        if self.max_anchor_tokens is not None and self.max_anchor_tokens < 1:
+            raise ConfigurationError(f"ContextPolicy needs max_anchor_tokens >= 1 or None; got {self}")
 
     # -- merging ------------------------------------------------------------------------------
 
@@ -334,14 +345,15 @@ class ContextPolicy:
     def anchor_tokens(self, total_budget: int, cap: int | None = None) -> int:
         """The anchors' part of ``total_budget`` tokens, at most ``cap``; the host's memories get the rest.
 
-        ``cap`` is the query settings' own ``token_budget``, when they have one.
+        ``cap`` is the query settings' own ``token_budget``, when they have one; ``max_anchor_tokens``
+        caps the part too.
         """
         if total_budget < 1:
             raise ConfigurationError(f"a token budget must be at least 1, got {total_budget}")
         share = int(self.anchor_share * (total_budget - self.host_reserve))
         if share < max(1, self.min_anchor_tokens):
             return 0
-        return share if cap is None else min(share, cap)
+        return min([share, *(limit for limit in (cap, self.max_anchor_tokens) if limit is not None)])
 
     def share(self, total_budget: int, cap: int | None = None) -> BudgetShare:
         """``total_budget`` shared: the anchors' part (:meth:`anchor_tokens`), the memories the rest."""

@@ -104,6 +104,12 @@ def _sources_phrase(policy: dict[str, Any]) -> str:
     )
 
 
+def _cap_phrase(policy: dict[str, Any]) -> str:
+    """How the injection's part of a budget is capped."""
+    most = policy.get("max_anchor_tokens")
+    return f"at most {most} tokens and the preset's budget" if most else "capped by the preset"
+
+
 def _expansions_phrase(policy: dict[str, Any]) -> str:
     """How the run placed the expanded queries' hits, in words."""
     every = policy.get("every", 0)
@@ -169,7 +175,7 @@ def markdown_report(results: EvalResults) -> str:
         f"{info['questions']} questions in {info['samples']} samples; extractor `{info['extractor']}`, "
         f"embedder `{info['embedder']}`; budgets {', '.join(map(str, budgets))} cl100k tokens, everything "
         f"in the context counted (GRAVITY's injection takes {config['policy']['anchor_share']:.0%} of what "
-        f"a budget has beyond {config['policy']['host_reserve']} tokens, capped by the preset; "
+        f"a budget has beyond {config['policy']['host_reserve']} tokens, {_cap_phrase(config['policy'])}; "
         f"{_sources_phrase(config['policy'])}; {_expansions_phrase(config['policy'])}). "
         f"Offline part: {info['offline_seconds']} s.",
         "",

@@ -35,8 +35,8 @@ __all__ = [
 ]
 
 DEFAULT_TOKEN_BUDGET = 3000
-"""Tokens of a model call given to memory by default: the anchors take the policy's share (650 with
-the default policy, within the query settings' own 700), the conversation the rest."""
+"""Tokens of a model call given to memory by default: the anchors take the policy's share (300 with
+the default policy, its cap), the conversation the rest."""
 
 USER_ID_KEY = "user_id"
 """The field (or key) of a run's context that names its user."""

@@ -75,8 +75,17 @@ def test_duplicates_in_one_list_count_once() -> None:
 
 
 def test_the_anchor_share_grows_with_the_budget_and_small_budgets_stay_the_hosts() -> None:
-    policy = ContextPolicy(anchor_share=0.25, host_reserve=400, min_anchor_tokens=0)
+    policy = ContextPolicy(anchor_share=0.25, host_reserve=400, min_anchor_tokens=0, max_anchor_tokens=None)
     assert [policy.anchor_tokens(b) for b in (200, 400, 800, 1500, 3000)] == [0, 0, 100, 275, 650]
+
+
+def test_the_anchors_part_stops_growing_at_the_cap_and_the_query_settings_cap_it_too() -> None:
+    capped = ContextPolicy(anchor_share=0.25, host_reserve=400, min_anchor_tokens=0, max_anchor_tokens=300)
+    assert [capped.anchor_tokens(b) for b in (1500, 1600, 3000, 8000)] == [275, 300, 300, 300]
+    assert capped.anchor_tokens(3000, cap=200) == 200  # the query settings' own budget is lower
+    assert capped.anchor_tokens(3000, cap=700) == 300
+    assert capped.share(3000).host(300) == 2700
+    assert DEFAULT_POLICY.anchor_tokens(3000) == DEFAULT_POLICY.max_anchor_tokens
 
 
 def test_a_share_below_the_minimum_gives_the_anchors_nothing() -> None:
@@ -95,6 +104,7 @@ def test_a_share_below_the_minimum_gives_the_anchors_nothing() -> None:
         {"anchor_share": 1.0},
         {"host_reserve": -5},
         {"min_anchor_tokens": -1},
+        {"max_anchor_tokens": 0},
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:

@@ -151,3 +151,17 @@ def test_provenance_options_reach_the_policy_and_the_report(locomo_tiny: Path, t
     assert "up to 1 source turns of each selected event/topic anchor" in (out / "report.md").read_text()
     bad = CliRunner().invoke(make_eval_app(), [*args, "--source-kinds", "events"])
     assert bad.exit_code != 0 and "--source-kinds takes entity, event, topic" in str(bad.exception)
+
+
+def test_the_cap_on_the_anchors_part_reaches_the_policy_and_the_report(
+    locomo_tiny: Path, tmp_path: Path
+) -> None:
+    args = ["locomo", str(locomo_tiny), "--settings", "full", "--no-plots", *FAST]
+    invoke([*args, "-o", str(tmp_path / "capped"), "--max-anchor-tokens", "120"])
+    data = json.loads((tmp_path / "capped" / "results.json").read_text())
+    assert data["config"]["policy"]["max_anchor_tokens"] == 120
+    assert "at most 120 tokens and the preset's budget" in (tmp_path / "capped" / "report.md").read_text()
+    invoke([*args, "-o", str(tmp_path / "uncapped"), "--max-anchor-tokens", "0"])
+    data = json.loads((tmp_path / "uncapped" / "results.json").read_text())
+    assert data["config"]["policy"]["max_anchor_tokens"] is None
+    assert "capped by the preset" in (tmp_path / "uncapped" / "report.md").read_text()

@@ -147,7 +147,7 @@ def test_search_memory_adds_the_host_s_documents_after_the_anchors(
     found = store.similarity_search("Where does Maya work now?", k=6)
     _, message = run_agent([search], calls("search_memory", query="Where does Maya work now?"))
     anchors, _, memories = message.content.partition("\n\n<retrieved_memories>\n")
-    assert anchors.startswith(PRIORITY_INSTRUCTION) and "<entity_profiles>" in anchors
+    assert anchors.startswith(PRIORITY_INSTRUCTION) and "<gravity_anchors>" in anchors
     assert memories.startswith("# Retrieved Memories\n") and memories.count("\n- ") == len(found)
     assert all(document.page_content.split(": ", 1)[1][:40] in memories for document in found)
     # At the default 800 tokens the policy gives the anchors nothing: the host's documents fill it.

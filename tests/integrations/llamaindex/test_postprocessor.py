@@ -127,7 +127,7 @@ async def test_keep_gravity_first_async(engine: GravityEngine) -> None:
 def test_a_total_budget_is_shared_as_the_chain_shares_it(
     engine: GravityEngine, context: AnchorContext, budget: int
 ) -> None:
-    policy = ContextPolicy(anchor_share=0.3, host_reserve=200)
+    policy = ContextPolicy(anchor_share=0.3, host_reserve=200, max_anchor_tokens=None)
     turns = [
         NodeWithScore(
             node=TextNode(id_=f"t{n}", text=f"Maya: turn {n} " + "words " * (n * 7 % 50)), score=1.0
