@@ -31,6 +31,7 @@ import pytest
 from pydantic import BaseModel
 
 from gravity_core.build import AnchorBuilder
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.prompts.injection import PRIORITY_INSTRUCTION
@@ -366,8 +367,14 @@ def test_langchain_build_gravity_chain_keeps_both_blocks_intact(
         prompts.append(prompt)
         return "answer"
 
+    # With a budget large enough for every block (no cap on the anchors' part), nothing is trimmed.
     chain = build_gravity_chain(
-        engine, langchain_store, RunnableLambda(model), k=len(host_texts()), token_budget=token_budget
+        engine,
+        langchain_store,
+        RunnableLambda(model),
+        k=len(host_texts()),
+        token_budget=token_budget,
+        policy=ContextPolicy(max_anchor_tokens=None),
     )
     assert chain.invoke(QUESTION) == "answer"
     memories = _system_and_human(prompts[0].to_messages(), context)
