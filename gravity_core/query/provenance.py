@@ -52,7 +52,7 @@ BM25 0.824, against 0.857 and 0.847); docs/design/provenance.md.
 SPECIFIC_ANCHOR_SOURCES = 30
 """A profile or topic resting on at most this many utterances has all of them fetched.
 
-On the LoCoMo dev KBs (offline extractor) the speakers' profiles rest on 180 to 345 utterances,
+On the LoCoMo dev KBs (offline extractor) the speakers' profiles rest on 184 to 344 utterances,
 the other people's on 1 to 20, topics on 3 to 108. Fetching a specific anchor's sources that share
 no keyword with the question raised evidence recall at 1,500 and 3,000 tokens on every host (BM25
 0.742 / 0.796 to 0.761 / 0.819), with 15, 30 or 60 alike; docs/design/provenance.md.
