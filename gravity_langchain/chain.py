@@ -40,7 +40,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import VectorStore
 
-from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, placement_of
 from gravity_core.context.window import BudgetShare
 from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.memories import RETRIEVED_MEMORIES, format_memories, memories_within
@@ -284,7 +284,9 @@ def build_gravity_chain(
             shared as ``gravity eval`` shares it: the anchors take
             :meth:`ContextPolicy.anchor_tokens <gravity_core.context.policy.ContextPolicy.anchor_tokens>`
             (capped by the query settings' own budget) and the documents fill the rest in rank
-            order (one too long for what is left is skipped). Retrieve enough to fill it (``k``).
+            order (one too long for what is left is skipped; a turn fetched by provenance keeps
+            its place only within the policy's bounds, :meth:`ContextPolicy.fill
+            <gravity_core.context.policy.ContextPolicy.fill>`). Retrieve enough to fill it (``k``).
             A budget whose anchor share is 0 (below the policy's ``min_anchor_tokens``) gives the
             store's own top documents: no anchors and no expanded queries.
             ``None``: ``k`` documents and the anchors within the query settings' budget.
@@ -388,7 +390,7 @@ def build_gravity_chain(
         budget = share  # not None here; named for the closure
 
         def within_budget(value: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-            return _within_budget(value, budget, anchors.cache(config).engine)
+            return _within_budget(value, budget, anchors.cache(config).engine, policy)
 
         contexts = RunnableLambda(anchor_context, afunc=aanchor_context, name="gravity_anchors")
         retrieval = RunnablePassthrough.assign(context=documents, gravity_anchors=contexts) | RunnableLambda(
@@ -424,13 +426,22 @@ def _default_config(caches: AnswerCache | UserAnswerCaches) -> QueryConfig:
     return caches.engine.config
 
 
-def _within_budget(value: dict[str, Any], share: BudgetShare, engine: GravityEngine) -> dict[str, Any]:
+def _within_budget(
+    value: dict[str, Any], share: BudgetShare, engine: GravityEngine, policy: ContextPolicy
+) -> dict[str, Any]:
     """The prompt texts of ``value`` within ``share``.
 
     The anchors are formatted again by ``engine`` (the one that chose them) within their part, then
-    the documents are kept in rank order in what is left.
+    the documents fill what is left by ``policy`` (:meth:`ContextPolicy.fill`): in rank order, the
+    turns fetched by provenance within their bounds.
     """
     text, tokens = engine.fit_anchors(value["gravity_anchors"], share.anchors)
     documents = value["context"]
-    kept = memories_within([d.page_content for d in documents], share.host(tokens), engine.counter.count)
+    kept = memories_within(
+        [d.page_content for d in documents],
+        share.host(tokens),
+        engine.counter.count,
+        [placement_of(d.metadata) for d in documents],
+        policy,
+    )
     return {**value, "context": format_documents([documents[n] for n in kept]), "gravity_anchors": text}

@@ -32,6 +32,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool, ToolException
 
+from gravity_core.context.policy import placement_of
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.query.engine import GravityEngine
 from gravity_core.serving.agent_turns import context_value
@@ -39,6 +40,7 @@ from gravity_core.serving.memory_tools import (
     DEFAULT_TOOL_BUDGET,
     TOOL_NAMES,
     TOOL_SPECS,
+    HostMemories,
     MemoryTools,
     MemoryToolsSource,
 )
@@ -102,8 +104,8 @@ class _Memory:
     def tools(self, runtime: ToolRuntime | None) -> MemoryTools:
         return self._source.tools(lambda: self.user_id(runtime))
 
-    def documents(self, runtime: ToolRuntime | None) -> Callable[[str], list[str]] | None:
-        """The host's search of the call, query -> texts (``None`` without a retriever)."""
+    def documents(self, runtime: ToolRuntime | None) -> HostMemories | None:
+        """The host's search of the call, query -> texts with placements (``None`` without a retriever)."""
         retriever = self._retriever
         if self._user_retriever is not None:
             user_id = self.user_id(runtime)
@@ -116,7 +118,7 @@ class _Memory:
         if retriever is None:
             return None
         found = retriever
-        return lambda query: [document.page_content for document in found.invoke(query)]
+        return lambda query: [(d.page_content, placement_of(d.metadata)) for d in found.invoke(query)]
 
 
 def _invalid_arguments(error: ValidationError | ValidationErrorV1) -> str:

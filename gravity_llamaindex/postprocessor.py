@@ -14,7 +14,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, placement_of
 from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.memories import memories_within
 from gravity_core.query.question_date import as_question_date
@@ -115,7 +115,9 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
     are formatted within the policy's part (:meth:`ContextPolicy.share
     <gravity_core.context.policy.ContextPolicy.share>`; none when that part is 0), then the
     retrieved nodes are kept in rank order while their escaped items fit in what is left (a node
-    too long is dropped, shorter ones after it are still kept). The count is cl100k tokens of the
+    too long is dropped, shorter ones after it are still kept; a node fetched by provenance keeps
+    its place only within the policy's bounds, :meth:`ContextPolicy.fill
+    <gravity_core.context.policy.ContextPolicy.fill>`). The count is cl100k tokens of the
     anchor text and of each node's item, not of the template around them.
 
     Args:
@@ -232,7 +234,8 @@ class GravityNodePostprocessor(BaseNodePostprocessor):
         text, tokens = engine.fit_anchors(context, share.anchors)
         fitted = replace(context, text=text, tokens=tokens)
         texts = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
-        kept = memories_within(texts, share.host(tokens), engine.counter.count)
+        placements = [placement_of(n.node.metadata) for n in nodes]
+        kept = memories_within(texts, share.host(tokens), engine.counter.count, placements, self._policy)
         return fitted, [nodes[n] for n in kept]
 
 

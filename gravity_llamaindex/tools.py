@@ -23,17 +23,17 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.tools import FunctionTool
 
+from gravity_core.context.policy import placement_of
 from gravity_core.errors import ConfigurationError
 from gravity_core.query.engine import GravityEngine
 from gravity_core.serving.memory_tools import (
     DEFAULT_TOOL_BUDGET,
     TOOL_NAMES,
     TOOL_SPECS,
+    HostMemories,
     MemoryTools,
     MemoryToolsSource,
 )
@@ -71,15 +71,17 @@ class _Memory:
     def tools(self) -> MemoryTools:
         return self._source.tools(lambda: self._user_id)
 
-    def documents(self) -> Callable[[str], list[str]] | None:
-        """The host's search, query -> texts (``None`` without a retriever)."""
+    def documents(self) -> HostMemories | None:
+        """The host's search, query -> texts with placements (``None`` without a retriever)."""
         retriever = self._retriever
         if self._user_retriever is not None:
             retriever = retriever_of_user(self._user_retriever, self._user_id)
         if retriever is None:
             return None
         found = retriever
-        return lambda query: [scored.node.get_content() for scored in found.retrieve(query)]
+        return lambda query: [
+            (n.node.get_content(), placement_of(n.node.metadata)) for n in found.retrieve(query)
+        ]
 
 
 def gravity_tools(

@@ -34,6 +34,20 @@ topic resting on few utterances brings all of them, raised it at 3,000 tokens (v
 the budget up to the cap (800 -> 0, 1,500 -> 275, 3,000 -> 300 tokens with the defaults; the query
 settings' ``token_budget`` caps it too).
 
+**Bounding the fetched turns.** A turn fetched by provenance is a guess about the question; its cost
+is the host's turns it pushes out of the budget. So :meth:`ContextPolicy.fill` keeps a fetched turn
+in its source place only when it takes at most ``max_source_turn_share`` of the memories' tokens
+and the fetched turns kept so far, with it, at most ``max_sources_share``; otherwise the turn is
+what the question's own search made it (back at its rank there, or out). On LongMemEval-S dev,
+whose assistant turns run to hundreds of tokens, the 240 fetched turns of 400 tokens or more
+placed at the three budgets held no gold turn, while the host's turns they pushed out held 0.02
+to 0.4 per 1,000 tokens; with the bounds (0.12 and 0.5) evidence recall at 1,500 / 3,000 tokens rose
+from 0.857 / 0.910 to 0.901 / 0.915 (vector host), 0.872 / 0.906 to 0.915 / 0.927 (SGMem) and
+0.847 / 0.903 to 0.872 / 0.916 (BM25), and the question types more than 0.01 below the host went
+from 14 to 5 of 108 cells; LoCoMo dev stayed within 0.004 but for the vector host at 800 tokens
+(0.721 -> 0.709), where fetched turns of 100 to 150 tokens were worth keeping, and answer
+coverage at 1,500 reached the host's at 3,000 for every host (docs/design/provenance.md).
+
 **Why these defaults** (``gravity eval locomo`` on the dev split, 762 questions, vector host,
 offline extractor, MiniLM; docs/design/context-policy.md): with expansions placed early (``lead`` 1-5)
 evidence recall at 800 tokens fell from 0.613 to 0.584-0.606, because the expansions' best hits
@@ -58,17 +72,17 @@ LongMemEval-S dev unchanged) and evidence recall rises (LoCoMo vector 0.829 -> 0
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from gravity_core.context.fusion import DEFAULT_RRF_C
 from gravity_core.context.provenance import SourcedAnchor, SourceTurn
-from gravity_core.context.window import BudgetShare
+from gravity_core.context.window import BudgetShare, Placement, fill_budget, fill_sourced
 from gravity_core.errors import ConfigurationError
 from gravity_core.schema import AnchorKind
 
-__all__ = ["DEFAULT_POLICY", "EXPANDING_POLICY", "ContextPolicy", "MergedHit", "QueryHit"]
+__all__ = ["DEFAULT_POLICY", "EXPANDING_POLICY", "ContextPolicy", "MergedHit", "QueryHit", "placement_of"]
 
 T = TypeVar("T")
 
@@ -118,6 +132,12 @@ class MergedHit(Generic[T]):
     score: float
     found_by: tuple[QueryHit, ...] = field(default_factory=tuple)
 
+    @property
+    def placement(self) -> Placement:
+        """Whether it holds a source place, and its rank in the question's own results."""
+        ranks = [hit.rank for hit in self.found_by if hit.query == QUESTION]
+        return Placement(self.slot == PROVENANCE, min(ranks, default=None))
+
     def metadata(self) -> dict[str, object]:
         """What a returned Document / Node carries in its metadata (keys prefixed ``gravity_``)."""
         return {
@@ -149,6 +169,10 @@ class ContextPolicy:
         source_lead: the question's hits that come before any fetched source turn.
         source_every: after ``source_lead``, every ``source_every``-th place is a source turn's
             (0: source turns are not placed).
+        max_source_turn_share: a fetched turn longer than this share of the memories' tokens
+            takes no source place (:meth:`fill`).
+        max_sources_share: the fetched turns in source places take at most this share of the
+            memories' tokens together (:meth:`fill`).
     """
 
     lead: int = 25
@@ -163,6 +187,8 @@ class ContextPolicy:
     sources_per_anchor: int = 12
     source_lead: int = 2
     source_every: int = 2
+    max_source_turn_share: float = 0.12
+    max_sources_share: float = 0.5
 
     def __post_init__(self) -> None:
         if self.lead < 0 or self.every < 0 or self.depth < 1 or self.rrf_c < 0:
@@ -182,6 +208,11 @@ class ContextPolicy:
             )
         if self.max_anchor_tokens is not None and self.max_anchor_tokens < 1:
             raise ConfigurationError(f"ContextPolicy needs max_anchor_tokens >= 1 or None; got {self}")
+        if not (0.0 < self.max_source_turn_share <= 1.0 and 0.0 < self.max_sources_share <= 1.0):
+            raise ConfigurationError(
+                "ContextPolicy needs 0 < max_source_turn_share <= 1 and 0 < max_sources_share <= 1;"
+                f" got {self}"
+            )
 
     # -- merging ------------------------------------------------------------------------------
 
@@ -358,6 +389,54 @@ class ContextPolicy:
     def share(self, total_budget: int, cap: int | None = None) -> BudgetShare:
         """``total_budget`` shared: the anchors' part (:meth:`anchor_tokens`), the memories the rest."""
         return BudgetShare(total_budget, self.anchor_tokens(total_budget, cap))
+
+    def fill(
+        self,
+        ranking: Iterable[T],
+        budget: int,
+        tokens: Callable[[T], int],
+        placement: Callable[[T], Placement] | None = None,
+    ) -> list[T]:
+        """The memories that fill ``budget`` tokens, in rank order (see the module doc).
+
+        Without ``placement`` (nothing came by provenance), :func:`fill_budget`. With it, a turn
+        fetched by provenance keeps its source place only when it takes at most
+        ``max_source_turn_share`` of ``budget`` and the fetched turns kept so far, with it, at most
+        ``max_sources_share``; otherwise it goes back to its rank in the question's own results
+        (:func:`~gravity_core.context.window.fill_sourced`).
+
+        Args:
+            ranking: the memories, best first (the policy's merge).
+            budget: the tokens the memories may take.
+            tokens: the tokens of one memory.
+            placement: why a memory holds its place (:attr:`MergedHit.placement`, or
+                :func:`placement_of` a returned document's metadata).
+        """
+        if placement is None:
+            return fill_budget(ranking, budget, tokens)
+        return fill_sourced(
+            ranking,
+            budget,
+            tokens,
+            placement,
+            turn_limit=self.max_source_turn_share * budget,
+            sources_limit=self.max_sources_share * budget,
+        )
+
+
+def placement_of(metadata: Mapping[str, object]) -> Placement:
+    """The :class:`~gravity_core.context.window.Placement` a merged document's metadata records.
+
+    Reads ``gravity_slot`` and ``gravity_found_by`` (:meth:`MergedHit.metadata`); a document
+    without them (not merged by the policy) holds a place of the question's, rank unknown.
+    """
+    found_by = metadata.get("gravity_found_by")
+    ranks = [
+        hit["rank"]
+        for hit in (found_by if isinstance(found_by, list) else [])
+        if isinstance(hit, Mapping) and hit.get("query") == QUESTION and isinstance(hit.get("rank"), int)
+    ]
+    return Placement(metadata.get("gravity_slot") == PROVENANCE, min(ranks, default=None))
 
 
 def _interleave(

@@ -1,7 +1,8 @@
 """Assembling one question's context: filling a token budget, joining the text.
 
-The ranking comes from the context policy (:mod:`gravity_core.context.policy`), the filling rule
-from :func:`gravity_core.context.window.fill_budget`, as for every integration.
+The ranking comes from the context policy (:mod:`gravity_core.context.policy`), and so does the
+filling rule (:meth:`ContextPolicy.fill <gravity_core.context.policy.ContextPolicy.fill>`), as for
+every integration.
 
 Everything placed before the answering model counts inside the budget: GRAVITY's injection takes
 its tokens first and the host's passages fill what is left.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gravity_core.context.window import fill_budget
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, MergedHit
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.hosts import Passage
 
@@ -56,14 +57,29 @@ class ContextWindow:
 
     @classmethod
     def assemble(
-        cls, ranking: Sequence[Passage], budget: int, *, anchors_text: str = "", anchors_tokens: int = 0
+        cls,
+        ranking: Sequence[Passage] | Sequence[MergedHit[Passage]],
+        budget: int,
+        *,
+        anchors_text: str = "",
+        anchors_tokens: int = 0,
+        policy: ContextPolicy = DEFAULT_POLICY,
     ) -> ContextWindow:
         """GRAVITY's injection plus the host's passages filling the rest of ``budget``.
+
+        ``ranking`` is the host's passages, best first, or the policy's merge of them: then the
+        turns fetched by provenance take no more than ``policy`` allows (:meth:`ContextPolicy.fill`).
 
         Raises:
             ConfigurationError: the injection alone is over the budget.
         """
         if anchors_tokens > budget:
             raise ConfigurationError(f"the anchors take {anchors_tokens} tokens, over the budget of {budget}")
-        passages = fill_budget(ranking, budget - anchors_tokens, lambda p: p.tokens)
+        left = budget - anchors_tokens
+        hits = [hit for hit in ranking if isinstance(hit, MergedHit)]
+        if hits:
+            kept = policy.fill(hits, left, lambda h: h.item.tokens, lambda h: h.placement)
+            passages = [hit.item for hit in kept]
+        else:
+            passages = policy.fill([p for p in ranking if isinstance(p, Passage)], left, lambda p: p.tokens)
         return cls(tuple(passages), anchors_text, anchors_tokens)

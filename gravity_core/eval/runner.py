@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gravity_core.context.policy import ContextPolicy
+from gravity_core.context.policy import ContextPolicy, MergedHit
 from gravity_core.context.provenance import pair_sources
 from gravity_core.embeddings.base import Embedder
 from gravity_core.eval.context import ContextWindow
@@ -46,7 +46,7 @@ from gravity_core.query.engine import GravityEngine
 from gravity_core.query.types import AnchorContext
 from gravity_core.text.tokens import TokenCounter
 
-__all__ = ["HostFactory", "ProgressCallback", "policy_ranking", "run_eval", "vector_host_factory"]
+__all__ = ["HostFactory", "ProgressCallback", "policy_hits", "run_eval", "vector_host_factory"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,20 +77,20 @@ def vector_host_factory(
     return make
 
 
-def policy_ranking(
+def policy_hits(
     policy: ContextPolicy,
     question: str,
     expansions: Sequence[str],
     rankings: dict[str, list[Passage]],
     sourced: Sequence[tuple[str, Passage]] = (),
-) -> list[Passage]:
-    """The host's passages for a question as the integrations return them.
+) -> list[MergedHit[Passage]]:
+    """The host's passages for a question as the integrations return them, each with why it is there.
 
     That is the question's ranking merged with the source turns fetched by provenance
     (``sourced``) and its expansions' rankings by ``policy`` (``rankings`` holds each query's host
     ranking).
     """
-    merged = policy.merge(
+    return policy.merge(
         question,
         rankings[question],
         expansions,
@@ -98,7 +98,6 @@ def policy_ranking(
         key=lambda p: p.id,
         sourced=sourced,
     )
-    return [hit.item for hit in merged]
 
 
 @dataclass
@@ -149,10 +148,10 @@ class _SampleRun:
                 context = contexts[setting][index] if setting in contexts else None
                 sourced = self._sourced(context) if setting not in (EXPANSIONS_ALONE, ANCHORS_ALONE) else []
                 expansions = context.expansions if context is not None and setting != SOURCES_ALONE else []
-                ranking = policy_ranking(self.config.policy, question.question, expansions, rankings, sourced)
+                ranking = policy_hits(self.config.policy, question.question, expansions, rankings, sourced)
                 # With no room for anchor text the chain searches without expansions.
                 unexpanded = (
-                    policy_ranking(self.config.policy, question.question, [], rankings, sourced)
+                    policy_hits(self.config.policy, question.question, [], rankings, sourced)
                     if expansions and self.config.policy.every
                     else ranking
                 )
@@ -201,8 +200,8 @@ class _SampleRun:
         vector: np.ndarray,
         setting: str,
         context: AnchorContext | None,
-        ranking: list[Passage],
-        unexpanded: list[Passage],
+        ranking: list[MergedHit[Passage]],
+        unexpanded: list[MergedHit[Passage]],
         budget: int,
     ) -> ContextWindow:
         """The context window of ``question`` under ``setting``, within ``budget`` tokens.
@@ -211,14 +210,14 @@ class _SampleRun:
         expansions' hits; ``unexpanded``: the same without the expansions.
         """
         if setting in (HOST_ALONE, EXPANSIONS_ALONE, SOURCES_ALONE):
-            return ContextWindow.assemble(ranking, budget)
+            return ContextWindow.assemble(ranking, budget, policy=self.config.policy)
         if setting == ANCHORS_ALONE and context is not None:
             text, tokens = self.engine.fit_anchors(context, budget)
             return ContextWindow.assemble([], budget, anchors_text=text, anchors_tokens=tokens)
         preset = preset_of(setting)
         limit = anchor_budget(preset, budget, self.config.policy)
         if limit == 0:  # too small a budget for anchors: the host's context, as the chain gives it
-            return ContextWindow.assemble(unexpanded, budget)
+            return ContextWindow.assemble(unexpanded, budget, policy=self.config.policy)
         if context is None:  # the +Sum baseline: summaries, selected per budget
             summaries = self.engine.query(
                 question.question,
@@ -227,10 +226,16 @@ class _SampleRun:
                 question_date=question.question_date,
             )
             return ContextWindow.assemble(
-                ranking, budget, anchors_text=summaries.text, anchors_tokens=summaries.tokens
+                ranking,
+                budget,
+                anchors_text=summaries.text,
+                anchors_tokens=summaries.tokens,
+                policy=self.config.policy,
             )
         text, tokens = self.engine.fit_anchors(context, limit)
-        return ContextWindow.assemble(ranking, budget, anchors_text=text, anchors_tokens=tokens)
+        return ContextWindow.assemble(
+            ranking, budget, anchors_text=text, anchors_tokens=tokens, policy=self.config.policy
+        )
 
     def _passage_words(self, passage: Passage) -> frozenset[str]:
         words = self._words.get(passage.id)

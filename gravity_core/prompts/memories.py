@@ -33,7 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from gravity_core.context.window import fill_budget
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.window import Placement
+from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.injection import BlockTemplate, escape_text
 
 __all__ = ["RETRIEVED_MEMORIES", "format_memories", "memories_within", "memory_item", "memory_items"]
@@ -63,18 +65,37 @@ def format_memories(texts: Iterable[str]) -> str:
     return RETRIEVED_MEMORIES.render(memory_items(texts))
 
 
-def memories_within(texts: Sequence[str], budget: int, count: Callable[[str], int]) -> list[int]:
+def memories_within(
+    texts: Sequence[str],
+    budget: int,
+    count: Callable[[str], int],
+    placements: Sequence[Placement] | None = None,
+    policy: ContextPolicy = DEFAULT_POLICY,
+) -> list[int]:
     """Which texts (their indices, in rank order) fit in ``budget`` tokens as one memories block.
 
-    :func:`~gravity_core.context.window.fill_budget` over the texts' items: the block's opening and
-    closing lines count once, each item with its line break (cl100k tokens never span a line break,
-    so the block's tokens are the sum of its lines'). A text without content takes nothing.
+    :meth:`ContextPolicy.fill <gravity_core.context.policy.ContextPolicy.fill>` over the texts'
+    items: the block's opening and closing lines count once, each item with its line break (cl100k
+    tokens never span a line break, so the block's tokens are the sum of its lines'). A text
+    without content takes nothing.
 
     Args:
         texts: the host's documents, best first.
         budget: the tokens the block may take.
         count: the token counter (e.g. ``engine.counter.count``).
+        placements: per text, why it holds its place
+            (:func:`~gravity_core.context.policy.placement_of` its document's metadata), so the
+            turns fetched by provenance take no more than ``policy`` allows; ``None``: plain rank order.
+        policy: the context policy that merged the documents.
+
+    Raises:
+        ConfigurationError: ``placements`` and ``texts`` differ in length.
     """
+    if placements is not None and len(placements) != len(texts):
+        raise ConfigurationError(f"{len(placements)} placements for {len(texts)} texts")
     items = [memory_item(text) for text in texts]
     frame = count(RETRIEVED_MEMORIES.opening) + count(RETRIEVED_MEMORIES.closing)
-    return fill_budget(range(len(items)), budget - frame, lambda n: count(f"{items[n]}\n") if items[n] else 0)
+    placement = None if placements is None else placements.__getitem__
+    return policy.fill(
+        range(len(items)), budget - frame, lambda n: count(f"{items[n]}\n") if items[n] else 0, placement
+    )

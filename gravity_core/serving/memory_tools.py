@@ -29,6 +29,7 @@ from functools import cached_property
 from pydantic import BaseModel, Field
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.window import Placement
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.prompts.memories import format_memories, memories_within
 from gravity_core.query.blocks import BlockLimits, RenderedAnchors, day_label, format_blocks, inline_text
@@ -47,6 +48,7 @@ __all__ = [
     "TOOL_NAMES",
     "TOOL_SPECS",
     "EntityProfileArguments",
+    "HostMemories",
     "MemoryTools",
     "MemoryToolsSource",
     "SearchMemoryArguments",
@@ -123,6 +125,10 @@ def _optional_date(value: object, argument: str) -> date | None:
 def _quoted(value: str) -> str:
     """A name the caller gave, escaped to be echoed in an answer."""
     return f"'{inline_text(value, 80)}'"
+
+
+HostMemories = Callable[[str], Sequence[str | tuple[str, Placement]]]
+"""The host's search for a tool: query -> its documents' texts, best first, alone or with their placement."""
 
 
 def _names(names: Sequence[str]) -> str:
@@ -336,7 +342,7 @@ class MemoryTools:
     def search_with_memories(
         self,
         query: str,
-        memories: Callable[[str], Sequence[str]],
+        memories: HostMemories,
         *,
         question_date: date | None = None,
         policy: ContextPolicy = DEFAULT_POLICY,
@@ -346,12 +352,16 @@ class MemoryTools:
         The budget is shared as every integration shares it: the anchors take
         :meth:`ContextPolicy.anchor_tokens <gravity_core.context.policy.ContextPolicy.anchor_tokens>`
         (capped by the query settings' own budget; nothing below the policy's minimum, so a small
-        budget is all the host's), the memories fill what the anchors leave, in rank order, as the
-        escaped ``<retrieved_memories>`` block.
+        budget is all the host's), the memories fill what the anchors leave, in rank order (turns
+        fetched by provenance within the policy's bounds, :meth:`ContextPolicy.fill
+        <gravity_core.context.policy.ContextPolicy.fill>`), as the escaped
+        ``<retrieved_memories>`` block.
 
         Args:
             query: what to look for.
-            memories: the host's search: the checked query -> its documents' texts, best first.
+            memories: the host's search: the checked query -> its documents' texts, best first,
+                each text alone or with its :class:`~gravity_core.context.window.Placement`
+                (:func:`~gravity_core.context.policy.placement_of` a merged document's metadata).
             question_date: the day the question is asked (default: the KB's latest day).
             policy: how the budget is shared.
 
@@ -366,8 +376,10 @@ class MemoryTools:
         if share.anchors:
             context = self.engine.query(question, config=self.config, question_date=asked)
             anchors, tokens = self.engine.fit_anchors(context, share.anchors)
-        texts = list(memories(question))
-        kept = memories_within(texts, share.host(tokens), self.engine.counter.count)
+        found_texts = list(memories(question))
+        texts = [item if isinstance(item, str) else item[0] for item in found_texts]
+        placements = [Placement() if isinstance(item, str) else item[1] for item in found_texts]
+        kept = memories_within(texts, share.host(tokens), self.engine.counter.count, placements, policy)
         found = format_memories(texts[n] for n in kept)
         text = "\n\n".join(part for part in (anchors, found) if part)
         return text or f"No memory matches {_quoted(question)}."
@@ -376,7 +388,7 @@ class MemoryTools:
         self,
         query: str,
         question_date: object = None,
-        memories: Callable[[str], Sequence[str]] | None = None,
+        memories: HostMemories | None = None,
     ) -> str:
         """The ``search_memory`` tool: :meth:`search`, or :meth:`search_with_memories` given ``memories``.
 

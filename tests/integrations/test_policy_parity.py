@@ -18,7 +18,7 @@ from gravity_core.context.policy import DEFAULT_POLICY, EXPANDING_POLICY, Contex
 from gravity_core.context.provenance import pair_sources
 from gravity_core.embeddings import default_embedder
 from gravity_core.eval.hosts import VectorHost, render_turn
-from gravity_core.eval.runner import policy_ranking
+from gravity_core.eval.runner import policy_hits
 from gravity_core.extract.offline import OfflineExtractor
 from gravity_core.loaders import load_conversation
 from gravity_core.query.engine import GravityEngine
@@ -54,7 +54,7 @@ def eval_ids(
     turns = policy.source_turns(context.sources)
     fetched = host.fetch([turn.utterance_id for turn in turns])
     sourced = pair_sources(turns, fetched, lambda p: p.turn_ids, key=lambda p: p.id)
-    return [p.id for p in policy_ranking(policy, question, context.expansions, rankings, sourced)][:K]
+    return [h.item.id for h in policy_hits(policy, question, context.expansions, rankings, sourced)][:K]
 
 
 def given(policy: ContextPolicy) -> dict[str, ContextPolicy]:

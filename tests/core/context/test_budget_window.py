@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gravity_core.context.policy import ContextPolicy
-from gravity_core.context.window import BudgetShare, fill_budget
+from gravity_core.context.window import BudgetShare, Placement, fill_budget
 from gravity_core.errors import ConfigurationError
 from gravity_core.prompts.memories import format_memories, memories_within
 from gravity_core.text.tokens import TokenCounter
@@ -59,3 +59,8 @@ def test_memories_within_counts_the_block_exactly(texts: list[str], budget: int)
     assert counter.count(block) <= budget
     with_content = [n for n in kept if texts[n].strip()]
     assert with_content == [n for n in _greedy_by_whole_block(texts, budget, counter) if texts[n].strip()]
+
+
+def test_memories_within_refuses_placements_that_do_not_match_the_texts() -> None:
+    with pytest.raises(ConfigurationError, match="2 placements for 1 texts"):
+        memories_within(["one"], 100, TokenCounter().count, [Placement(), Placement()])

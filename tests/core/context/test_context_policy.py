@@ -105,6 +105,10 @@ def test_a_share_below_the_minimum_gives_the_anchors_nothing() -> None:
         {"host_reserve": -5},
         {"min_anchor_tokens": -1},
         {"max_anchor_tokens": 0},
+        {"max_source_turn_share": 0.0},
+        {"max_source_turn_share": 1.5},
+        {"max_sources_share": 0.0},
+        {"max_sources_share": 1.01},
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:

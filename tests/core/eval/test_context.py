@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gravity_core.context.policy import ContextPolicy
 from gravity_core.context.window import fill_budget
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.context import ContextWindow
@@ -55,3 +56,24 @@ def test_window_text_is_memories_in_time_order_then_anchors() -> None:
 def test_anchors_over_the_budget_are_refused() -> None:
     with pytest.raises(ConfigurationError):
         ContextWindow.assemble([A], 5, anchors_text="x " * 50, anchors_tokens=50)
+
+
+def test_a_merged_ranking_bounds_what_the_fetched_turns_take() -> None:
+    long = passage("long", "[1:00 pm on 1 May, 2023] Anna: " + "a long story " * 60, position=9)
+    policy = ContextPolicy(source_lead=1, source_every=1, max_source_turn_share=0.2)
+    # The question found "long" third; it is fetched as a source and merged into the 2nd place.
+    merged = policy.merge("q", [A, B, long, C], [], [], key=lambda p: p.id, sourced=[("event:e1", long)])
+    assert ids([h.item for h in merged]) == ["a", "long", "b", "c"]
+    budget = A.tokens + B.tokens + C.tokens + long.tokens
+    # Over a fifth of the budget, it goes back to the question's third place.
+    assert ids(list(ContextWindow.assemble(merged, budget, policy=policy).passages)) == [
+        "a",
+        "b",
+        "long",
+        "c",
+    ]
+    loose = ContextPolicy(source_lead=1, source_every=1, max_source_turn_share=1.0, max_sources_share=1.0)
+    assert ids(list(ContextWindow.assemble(merged, budget, policy=loose).passages)) == ["a", "long", "b", "c"]
+    # Plain passages say nothing of how they were found: they fill in rank order.
+    plain = [h.item for h in merged]
+    assert ContextWindow.assemble(plain, budget, policy=policy).passages == tuple(plain)

@@ -229,7 +229,11 @@ def test_source_turns_are_fetched_by_id_and_placed_without_anchor_text(
             config=EvalConfig(budgets=(120,), settings=("sources",), llm_budgets=(), policy=policy),
         )
 
-    placed = run(ContextPolicy(source_lead=0, source_every=1, sources_per_anchor=1), tmp_path / "a")
+    # No bound on what the fetched turns take: the tiny budget would leave them no place.
+    unbounded = {"max_source_turn_share": 1.0, "max_sources_share": 1.0}
+    placed = run(
+        ContextPolicy(source_lead=0, source_every=1, sources_per_anchor=1, **unbounded), tmp_path / "a"
+    )
     assert hosts[-1].fetched, "no source turn was fetched"
     sample = load_locomo_eval(locomo_tiny)[0]
     assert set(hosts[-1].fetched) <= {u.id for u in sample.utterances}

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from gravity_core.build import AnchorBuilder
-from gravity_core.context.policy import DEFAULT_POLICY
+from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy
+from gravity_core.context.window import Placement
 from gravity_core.embeddings import HashingEmbedder
 from gravity_core.errors import ConfigurationError, InputDataError
 from gravity_core.extract.offline import OfflineExtractor
@@ -259,6 +260,28 @@ def test_search_shares_the_budget_with_the_host_s_memories(
     calls = count_queries(engine, monkeypatch)
     only_host = MemoryTools(engine, token_budget=800).search_with_memories("Where does Maya work?", memories)
     assert calls == [] and only_host.startswith("<retrieved_memories>")
+
+
+def test_search_keeps_a_long_fetched_turn_out_of_its_source_place(engine: GravityEngine) -> None:
+    # As a GRAVITY retriever returns them: a source turn second, long; the question's search
+    # ranked it third.
+    found = [
+        ("Maya: memory number 1 about the hospital.", Placement(question_rank=1)),
+        ("Maya: memory number 9 " + "and the ward " * 80, Placement(fetched=True, question_rank=3)),
+        ("Maya: memory number 2 about the hospital.", Placement(question_rank=2)),
+        ("Maya: memory number 3 about the hospital.", Placement(question_rank=4)),
+    ]
+    tools = MemoryTools(engine, token_budget=800)
+
+    def shown(policy: ContextPolicy) -> list[str]:
+        text = tools.search_with_memories("Where does Maya work?", lambda q: found, policy=policy)
+        return re.findall(r"memory number (\d+) ", text)
+
+    assert shown(ContextPolicy(max_source_turn_share=1.0, max_sources_share=1.0)) == ["1", "9", "2", "3"]
+    assert shown(ContextPolicy(max_source_turn_share=0.1)) == ["1", "2", "9", "3"]
+    # Plain texts hold the question's places, in rank order.
+    text = tools.search_with_memories("Where does Maya work?", lambda q: [t for t, _ in found])
+    assert re.findall(r"memory number (\d+) ", text) == ["1", "9", "2", "3"]
 
 
 def test_stats_count_the_kb(

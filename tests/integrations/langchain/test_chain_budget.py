@@ -71,8 +71,17 @@ def test_a_budget_too_small_for_anchors_holds_the_stores_top_documents_and_the_s
     engine: GravityEngine, documents: list[Document], make_store: Callable[..., Any], question: str
 ) -> None:
     store = make_store(GravityEmbeddings(engine.embedder), documents)
-    # Expansions from the second place on: they would change the documents if they ran.
-    policy = ContextPolicy(lead=1, every=1, anchor_share=0.25, host_reserve=400, min_anchor_tokens=150)
+    # Expansions from the second place on: they would change the documents if they ran. No bound on
+    # what the fetched turns take, so the documents fill the budget in the retriever's order.
+    policy = ContextPolicy(
+        lead=1,
+        every=1,
+        anchor_share=0.25,
+        host_reserve=400,
+        min_anchor_tokens=150,
+        max_source_turn_share=1.0,
+        max_sources_share=1.0,
+    )
     budget = 600
     assert policy.anchor_tokens(budget) == 0
     expanded = GravityRetriever(engine=engine, vector_store=store, k=60, policy=policy).invoke(question)
@@ -100,6 +109,10 @@ def test_a_budget_too_small_for_anchors_holds_the_stores_top_documents_and_the_s
     # Without retrieval by provenance the memories are the store's own top documents.
     no_sources = replace(policy, source_every=0)
     assert system_prompt(engine, store, question, budget, no_sources).partition("\n\n")[0] == fill(plain)
+    # Bounds no fetched turn fits: each goes back to where the store's own search ranked it, or
+    # leaves, so the memories are the store's own top documents again.
+    bounded = replace(policy, max_source_turn_share=0.001, max_sources_share=0.001)
+    assert system_prompt(engine, store, question, budget, bounded).partition("\n\n")[0] == fill(plain)
 
 
 def test_a_budget_below_one_is_refused(

@@ -152,3 +152,39 @@ def test_a_total_budget_is_shared_as_the_chain_shares_it(
     assert tokens + sum(engine.counter.count(f"{item}\n") for item in shown) <= budget
     with pytest.raises(ConfigurationError, match="total_budget"):
         GravityNodePostprocessor(engine, total_budget=0)
+
+
+def test_within_a_total_budget_fetched_turns_keep_their_source_place_only_within_the_policys_bounds(
+    engine: GravityEngine,
+) -> None:
+    def node(node_id: str, words: int, slot: str, question_rank: int | None) -> NodeWithScore:
+        found_by: list[dict[str, object]] = [
+            {"query": "provenance", "index": 1, "text": "event:e1", "rank": 1}
+        ]
+        if question_rank is not None:
+            found_by.insert(0, {"query": "question", "index": 0, "text": QUESTION, "rank": question_rank})
+        metadata = {"gravity_slot": slot, "gravity_found_by": found_by}
+        return NodeWithScore(node=TextNode(id_=node_id, text="Maya: " + "words " * words, metadata=metadata))
+
+    # As the retriever merges them: source turns in the 2nd and 5th places.
+    merged = [
+        node("q1", 5, "question", 1),
+        node("long_found", 120, "provenance", 3),
+        node("q2", 5, "question", 2),
+        node("q4", 5, "question", 4),
+        node("long_alone", 120, "provenance", None),
+        node("short", 5, "provenance", None),
+    ]
+    budget = 3000
+
+    def kept(policy: ContextPolicy) -> list[str]:
+        nodes = GravityNodePostprocessor(engine, total_budget=budget, policy=policy).postprocess_nodes(
+            merged, query_str=QUESTION
+        )
+        return [m.node.node_id for m in split_gravity_nodes(nodes)[1]]
+
+    assert kept(ContextPolicy(max_source_turn_share=1.0, max_sources_share=1.0)) == [
+        n.node.node_id for n in merged
+    ]
+    # A long fetched turn goes back to where the question's search ranked it, or leaves.
+    assert kept(ContextPolicy(max_source_turn_share=0.02)) == ["q1", "q2", "long_found", "q4", "short"]
