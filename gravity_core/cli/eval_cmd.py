@@ -138,6 +138,24 @@ SourceEvery = Annotated[
         min=0, metavar="N", help="After --source-lead, every Nth place is a source turn's (0: none)."
     ),
 ]
+SourceTurnShare = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        max=1.0,
+        metavar="SHARE",
+        help="A fetched source turn longer than this share of the memories' tokens takes no source place.",
+    ),
+]
+SourcesShare = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        max=1.0,
+        metavar="SHARE",
+        help="The fetched source turns in source places take at most this share of the memories' tokens.",
+    ),
+]
 Concurrency = Annotated[int, typer.Option(min=1, metavar="N", help="Chat-model requests in flight.")]
 NoPlots = Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots (they need matplotlib).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
@@ -149,6 +167,7 @@ def _policy(
     anchor_tokens: tuple[int, int],
     expansions: tuple[int, int, int],
     sources: tuple[str, int, int, int],
+    source_bounds: tuple[float, float],
 ) -> ContextPolicy:
     lead, every, depth = expansions
     least, most = anchor_tokens
@@ -170,6 +189,8 @@ def _policy(
         sources_per_anchor=per_anchor,
         source_lead=source_lead,
         source_every=source_every,
+        max_source_turn_share=source_bounds[0],
+        max_sources_share=source_bounds[1],
     )
 
 
@@ -366,6 +387,8 @@ def locomo(
     sources_per_anchor: SourcesPerAnchor = _DEFAULTS.policy.sources_per_anchor,
     source_lead: SourceLead = _DEFAULTS.policy.source_lead,
     source_every: SourceEvery = _DEFAULTS.policy.source_every,
+    source_turn_share: SourceTurnShare = _DEFAULTS.policy.max_source_turn_share,
+    sources_share: SourcesShare = _DEFAULTS.policy.max_sources_share,
     concurrency: Concurrency = _DEFAULTS.concurrency,
     no_plots: NoPlots = False,
     quiet: Quiet = False,
@@ -393,6 +416,7 @@ def locomo(
             (min_anchor_tokens, max_anchor_tokens),
             (expansion_lead, expansion_every, expansion_depth),
             (source_kinds, sources_per_anchor, source_lead, source_every),
+            (source_turn_share, sources_share),
         ),
         concurrency=concurrency,
         no_plots=no_plots,
@@ -430,6 +454,8 @@ def longmemeval(
     sources_per_anchor: SourcesPerAnchor = _DEFAULTS.policy.sources_per_anchor,
     source_lead: SourceLead = _DEFAULTS.policy.source_lead,
     source_every: SourceEvery = _DEFAULTS.policy.source_every,
+    source_turn_share: SourceTurnShare = _DEFAULTS.policy.max_source_turn_share,
+    sources_share: SourcesShare = _DEFAULTS.policy.max_sources_share,
     concurrency: Concurrency = _DEFAULTS.concurrency,
     no_plots: NoPlots = False,
     quiet: Quiet = False,
@@ -457,6 +483,7 @@ def longmemeval(
             (min_anchor_tokens, max_anchor_tokens),
             (expansion_lead, expansion_every, expansion_depth),
             (source_kinds, sources_per_anchor, source_lead, source_every),
+            (source_turn_share, sources_share),
         ),
         concurrency=concurrency,
         no_plots=no_plots,

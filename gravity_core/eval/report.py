@@ -98,10 +98,14 @@ def _sources_phrase(policy: dict[str, Any]) -> str:
     if not kinds or not per_anchor or not every:
         return "no source turn fetched by provenance"
     names = "/".join(str(kind) for kind in kinds)
-    return (
+    placed = (
         f"up to {per_anchor} source turns of each selected {names} anchor fetched by id, at every "
         f"{every}th place after the question's first {policy.get('source_lead', 0)}"
     )
+    one, together = policy.get("max_source_turn_share"), policy.get("max_sources_share")
+    if one is None or together is None:  # a run from before the bounds
+        return placed
+    return f"{placed}, each within {one:.0%} and all within {together:.0%} of the memories' tokens"
 
 
 def _cap_phrase(policy: dict[str, Any]) -> str:

@@ -140,7 +140,10 @@ def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp
 def test_provenance_options_reach_the_policy_and_the_report(locomo_tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["locomo", str(locomo_tiny), "-o", str(out), "--settings", "sources", "--no-plots", *FAST]
-    invoke([*args, "--source-kinds", "event,topic", "--sources-per-anchor", "1", "--source-lead", "0"])
+    bounds = ["--source-turn-share", "0.3", "--sources-share", "0.75"]
+    invoke(
+        [*args, "--source-kinds", "event,topic", "--sources-per-anchor", "1", "--source-lead", "0", *bounds]
+    )
     data = json.loads((out / "results.json").read_text())
     policy = data["config"]["policy"]
     assert (policy["source_kinds"], policy["sources_per_anchor"], policy["source_lead"]) == (
@@ -148,9 +151,14 @@ def test_provenance_options_reach_the_policy_and_the_report(locomo_tiny: Path, t
         1,
         0,
     )
-    assert "up to 1 source turns of each selected event/topic anchor" in (out / "report.md").read_text()
+    assert (policy["max_source_turn_share"], policy["max_sources_share"]) == (0.3, 0.75)
+    report = (out / "report.md").read_text()
+    assert "up to 1 source turns of each selected event/topic anchor" in report
+    assert "each within 30% and all within 75% of the memories' tokens" in report
     bad = CliRunner().invoke(make_eval_app(), [*args, "--source-kinds", "events"])
     assert bad.exit_code != 0 and "--source-kinds takes entity, event, topic" in str(bad.exception)
+    zero = CliRunner().invoke(make_eval_app(), [*args, "--sources-share", "0"])
+    assert zero.exit_code != 0 and "0 < max_sources_share <= 1" in str(zero.exception)
 
 
 def test_the_cap_on_the_anchors_part_reaches_the_policy_and_the_report(
