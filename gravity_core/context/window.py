@@ -87,34 +87,38 @@ def fill_sourced(
     taken: list[T] = []
     left = budget
     sourced = 0
-    back: list[tuple[int, int, T]] = []  # fetched turns sent back, by their rank in the question's results
+    # Fetched turns sent back, by their rank in the question's results: (rank, order, turn, tokens).
+    back: list[tuple[int, int, T, int]] = []
 
-    def take(item: T) -> int:
+    def take(item: T, cost: int) -> int:
         nonlocal left
-        cost = tokens(item)
         if cost <= left:
             taken.append(item)
             left -= cost
             return cost
         return 0
 
+    def take_back() -> None:
+        _, _, turn, cost = heapq.heappop(back)
+        take(turn, cost)
+
     for order, item in enumerate(ranking):
         if left <= 0:
             break
         place = placement(item)
+        cost = tokens(item)
         if place.fetched:
-            cost = tokens(item)
             if cost <= turn_limit and sourced + cost <= sources_limit:
-                sourced += take(item)
+                sourced += take(item, cost)
             elif place.question_rank is not None:
-                heapq.heappush(back, (place.question_rank, order, item))
+                heapq.heappush(back, (place.question_rank, order, item, cost))
             continue
         while back and place.question_rank is not None and back[0][0] < place.question_rank and left > 0:
-            take(heapq.heappop(back)[2])
+            take_back()
         if left > 0:
-            take(item)
+            take(item, cost)
     while back and left > 0:
-        take(heapq.heappop(back)[2])
+        take_back()
     return taken
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gravity_core.context.policy import DEFAULT_POLICY, ContextPolicy, MergedHit
+from gravity_core.context.window import Placement
 from gravity_core.errors import ConfigurationError
 from gravity_core.eval.hosts import Passage
 
@@ -58,7 +59,7 @@ class ContextWindow:
     @classmethod
     def assemble(
         cls,
-        ranking: Sequence[Passage] | Sequence[MergedHit[Passage]],
+        ranking: Sequence[Passage | MergedHit[Passage]],
         budget: int,
         *,
         anchors_text: str = "",
@@ -75,11 +76,14 @@ class ContextWindow:
         """
         if anchors_tokens > budget:
             raise ConfigurationError(f"the anchors take {anchors_tokens} tokens, over the budget of {budget}")
-        left = budget - anchors_tokens
-        hits = [hit for hit in ranking if isinstance(hit, MergedHit)]
-        if hits:
-            kept = policy.fill(hits, left, lambda h: h.item.tokens, lambda h: h.placement)
-            passages = [hit.item for hit in kept]
-        else:
-            passages = policy.fill([p for p in ranking if isinstance(p, Passage)], left, lambda p: p.tokens)
-        return cls(tuple(passages), anchors_text, anchors_tokens)
+        kept = policy.fill(ranking, budget - anchors_tokens, lambda h: _passage(h).tokens, _placement)
+        return cls(tuple(map(_passage, kept)), anchors_text, anchors_tokens)
+
+
+def _passage(entry: Passage | MergedHit[Passage]) -> Passage:
+    return entry.item if isinstance(entry, MergedHit) else entry
+
+
+def _placement(entry: Passage | MergedHit[Passage]) -> Placement:
+    """A merged hit's placement; a bare passage holds a place of the question's."""
+    return entry.placement if isinstance(entry, MergedHit) else Placement()
